@@ -1,0 +1,220 @@
+"""The glue: a tree of encoding stages acting as one `Encoder`.
+
+The root stage encodes the input; a child stage further encodes one of its
+parent's compressible outputs. Every structure an `Encoder` returns mirrors the
+tree: a node's state, params and input shapes are `{'stage': ..., 'children':
+{key: node}}`, and its encoded tensors are `{key: tensor or child's encoded}`.
+
+Decoding can be split around a sum over clients: a node whose stage, and every
+ancestor's stage, commutes with sum is decoded after the sum
+(`decode_after_sum`); the rest is decoded before it (`decode_before_sum`).
+"""
+
+import tensorflow as tf
+
+from encoders.core import encoding_stage
+
+STAGE = 'stage'
+CHILDREN = 'children'
+
+
+def _node(stage_value, children_values):
+  return {STAGE: stage_value, CHILDREN: children_values}
+
+
+def _static_or_dynamic_shape(x):
+  """The shape as a Python list when static, else as a tensor."""
+  if x.shape.is_fully_defined():
+    return x.shape.as_list()
+  return tf.shape(x)
+
+
+class Encoder:
+  """A tree of adaptive encoding stages, built by `EncoderComposer.make()`."""
+
+  def __init__(self, stage, children):
+    self._stage = encoding_stage.as_adaptive_encoding_stage(stage)
+    self._children = dict(children)
+    self._commutes = None  # Set by `_set_commuting` once the tree is built.
+
+  def _set_commuting(self, parent_commutes):
+    self._commutes = bool(parent_commutes and self._stage.commutes_with_sum)
+    for child in self._children.values():
+      child._set_commuting(self._commutes)
+
+  @property
+  def stage(self):
+    return self._stage
+
+  @property
+  def children(self):
+    return dict(self._children)
+
+  @property
+  def commuting_structure(self):
+    """Per node: whether its decoding may happen after a sum."""
+    return _node(self._commutes, {
+        key: child.commuting_structure
+        for key, child in self._children.items()
+    })
+
+  @property
+  def fully_commutes_with_sum(self):
+    return all(tf.nest.flatten(self.commuting_structure))
+
+  @property
+  def state_update_aggregation_modes(self):
+    return _node(dict(self._stage.state_update_aggregation_modes), {
+        key: child.state_update_aggregation_modes
+        for key, child in self._children.items()
+    })
+
+  def initial_state(self, name=None):
+    with tf.name_scope(name or 'encoder_initial_state'):
+      return _node(self._stage.initial_state(), {
+          key: child.initial_state() for key, child in self._children.items()
+      })
+
+  def update_state(self, state, state_update_tensors, name=None):
+    with tf.name_scope(name or 'encoder_update_state'):
+      return _node(
+          self._stage.update_state(state[STAGE], state_update_tensors[STAGE]), {
+              key: child.update_state(state[CHILDREN][key],
+                                      state_update_tensors[CHILDREN][key])
+              for key, child in self._children.items()
+          })
+
+  def get_params(self, state, name=None):
+    """Returns `(encode_params, decode_params)`, structured like the tree."""
+    with tf.name_scope(name or 'encoder_get_params'):
+      encode_params, decode_params = self._stage.get_params(state[STAGE])
+      children = {
+          key: child.get_params(state[CHILDREN][key])
+          for key, child in self._children.items()
+      }
+      return (_node(encode_params, {k: p[0] for k, p in children.items()}),
+              _node(decode_params, {k: p[1] for k, p in children.items()}))
+
+  def encode(self, x, encode_params, name=None):
+    """Returns `(encoded_tensors, state_update_tensors, input_shapes)`."""
+    with tf.name_scope(name or 'encoder_encode'):
+      x = tf.convert_to_tensor(x)
+      encoded, state_update = self._stage.encode(x, encode_params[STAGE])
+      _check_encoded_keys(self._stage, encoded, self._children)
+      encoded = dict(encoded)
+      children_updates, children_shapes = {}, {}
+      for key, child in self._children.items():
+        encoded[key], children_updates[key], children_shapes[key] = (
+            child.encode(encoded[key], encode_params[CHILDREN][key]))
+      shape = (_static_or_dynamic_shape(x)
+               if self._stage.decode_needs_input_shape else None)
+      return (encoded, _node(state_update, children_updates),
+              _node(shape, children_shapes))
+
+  def decode(self, encoded_tensors, decode_params, shape, name=None):
+    """Fully decodes: the inverse of `encode`."""
+    with tf.name_scope(name or 'encoder_decode'):
+      return self._decode(encoded_tensors, decode_params, shape, None,
+                          lambda node: True)
+
+  def decode_before_sum(self, encoded_tensors, decode_params, shape,
+                        name=None):
+    """Decodes the subtrees that do not commute with sum.
+
+    Returns a tensor when the root does not commute, else the encoded structure
+    with those subtrees replaced by their decoded tensors: the part to be summed.
+    """
+    with tf.name_scope(name or 'encoder_decode_before_sum'):
+      return self._decode_before_sum(encoded_tensors, decode_params, shape)
+
+  def _decode_before_sum(self, encoded_tensors, decode_params, shape):
+    if not self._commutes:
+      return self._decode(encoded_tensors, decode_params, shape, None,
+                          lambda node: True)
+    part = dict(encoded_tensors)
+    for key, child in self._children.items():
+      part[key] = child._decode_before_sum(encoded_tensors[key],
+                                           decode_params[CHILDREN][key],
+                                           shape[CHILDREN][key])
+    return part
+
+  def decode_after_sum(self, encoded_tensors, decode_params, num_summands,
+                       shape, name=None):
+    """Decodes a sum of `num_summands` outputs of `decode_before_sum`."""
+    with tf.name_scope(name or 'encoder_decode_after_sum'):
+      return self._decode(encoded_tensors, decode_params, shape, num_summands,
+                          lambda node: node._commutes)
+
+  def _decode(self, encoded_tensors, decode_params, shape, num_summands,
+              decodes_here):
+    """Decodes the nodes for which `decodes_here` holds (a top part of the tree)."""
+    if not decodes_here(self):
+      return encoded_tensors
+    encoded = dict(encoded_tensors)
+    for key, child in self._children.items():
+      encoded[key] = child._decode(encoded_tensors[key],
+                                   decode_params[CHILDREN][key],
+                                   shape[CHILDREN][key], num_summands,
+                                   decodes_here)
+    return self._stage.decode(encoded, decode_params[STAGE],
+                              num_summands=num_summands, shape=shape[STAGE])
+
+
+def _check_encoded_keys(stage, encoded, children):
+  if not isinstance(encoded, dict):
+    raise TypeError(f'Stage {stage.name!r}: encode must return a dict of '
+                    f'tensors, got {type(encoded).__name__}.')
+  missing = [key for key in children if key not in encoded]
+  if missing:
+    raise ValueError(f'Stage {stage.name!r}: encode returned no tensor for '
+                     f'key(s) {missing} that a child stage encodes; it '
+                     f'returned {sorted(encoded)}.')
+
+
+class EncoderComposer:
+  """Builds a tree of stages: `EncoderComposer(root).add_child(stage, key)...make()`."""
+
+  def __init__(self, stage):
+    if not isinstance(stage, (encoding_stage.EncodingStageInterface,
+                              encoding_stage.AdaptiveEncodingStageInterface)):
+      raise TypeError('EncoderComposer takes an EncodingStageInterface or an '
+                      'AdaptiveEncodingStageInterface, got '
+                      f'{type(stage).__name__}.')
+    self._stage = stage
+    self._children = {}
+
+  def add_child(self, stage, key):
+    """Encodes this stage's output `key` with `stage`; returns the child's composer."""
+    _check_compressible(self._stage, key)
+    if key in self._children:
+      raise ValueError(
+          f'Stage {self._stage.name!r}: key {key!r} already has a child stage '
+          f'({self._children[key]._stage.name!r}); each key takes one child.')
+    child = EncoderComposer(stage)
+    self._children[key] = child
+    return child
+
+  def add_parent(self, stage, key):
+    """Makes `stage` the parent of this tree, fed by its output `key`; returns it."""
+    parent = EncoderComposer(stage)
+    _check_compressible(stage, key)
+    parent._children[key] = self
+    return parent
+
+  def make(self):
+    """Returns the `Encoder` of the tree rooted here."""
+    encoder = self._make()
+    encoder._set_commuting(True)
+    return encoder
+
+  def _make(self):
+    return Encoder(self._stage,
+                   {key: child._make() for key, child in self._children.items()})
+
+
+def _check_compressible(stage, key):
+  keys = list(stage.compressible_tensors_keys)
+  if key not in keys:
+    raise ValueError(f'Stage {stage.name!r}: key {key!r} is not one of its '
+                     f'compressible tensors keys {keys}, so no stage can '
+                     'encode it further.')

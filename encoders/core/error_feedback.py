@@ -1,0 +1,44 @@
+"""Error feedback: what a lossy encoding dropped is added to the next round's input.
+
+The residual stays on the client and is never sent; a runtime keeps it as client
+state. Everything here is a pure function of its inputs.
+"""
+
+import tensorflow as tf
+
+from encoders.core import gather_encoder as gather_encoder_lib
+
+
+class ErrorFeedback:
+  """Wraps a `GatherEncoder`: `encode(x, residual, params)` also returns the new residual."""
+
+  def __init__(self, gather_encoder):
+    if not isinstance(gather_encoder, gather_encoder_lib.GatherEncoder):
+      raise TypeError('ErrorFeedback wraps a GatherEncoder (from '
+                      'as_gather_encoder), got '
+                      f'{type(gather_encoder).__name__}.')
+    self._encoder = gather_encoder
+
+  @property
+  def gather_encoder(self):
+    return self._encoder
+
+  @property
+  def residual_spec(self):
+    return self._encoder.input_tensorspec
+
+  def initial_residual(self):
+    spec = self.residual_spec
+    return tf.zeros(spec.shape, spec.dtype)
+
+  def encode(self, x, residual, params):
+    """Returns `(encoded_x, state_update_tensors, new_residual)`.
+
+    `params` is the triple from `GatherEncoder.get_params`; the client decodes
+    its own message to learn exactly what the server will receive from it:
+    `new_residual = x + residual - decode(encoded_x)`.
+    """
+    corrected = tf.convert_to_tensor(x) + residual
+    encoded, state_update = self._encoder.encode(corrected, params[0])
+    new_residual = corrected - self._encoder.decode(encoded, params)
+    return encoded, state_update, new_residual
