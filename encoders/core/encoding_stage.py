@@ -161,8 +161,9 @@ def _decode_wrapper(cls):
       decode_params = _to_tensors(decode_params)
       if num_summands is not None:
         num_summands = tf.convert_to_tensor(num_summands)
-      if shape is not None:
-        shape = tf.convert_to_tensor(shape)
+      if shape is not None and not tf.is_tensor(shape):
+        # A static shape; `[]` (a scalar's) would otherwise become float32.
+        shape = tf.constant(shape, dtype=tf.int32, shape=[len(shape)])
       return method(self, encoded_tensors, decode_params,
                     num_summands=num_summands, shape=shape)
 
