@@ -1,0 +1,523 @@
+"""Uniform quantization to integer levels, and dense bitpacking of those levels.
+
+Quantization emits int32 levels, so sums over clients are exact and do not
+depend on their order; `BitpackingEncodingStage` then packs each level into
+exactly `bits` bits for the wire. All arithmetic runs in float32 (float16,
+bfloat16 and float64 inputs are cast on the way in and back on the way out).
+
+Stochastic rounding draws a 16-bit dither per value (two values per Philox
+word, half the random bits of a float uniform, which is the largest cost of
+encoding): level = floor(v + (k + 1/2) / 2**16), k uniform in [0, 2**16), is
+unbiased up to 2**-17 of a level, no more than float32's own rounding of the
+scaled value at 8 bits (and less than it at more bits).
+"""
+
+import math
+
+import numpy as np
+import tensorflow as tf
+
+from encoders.core import encoding_stage
+from encoders.core import seeds
+from encoders.stages import basic
+
+_DITHER_UNITS = 2.0**16
+# A dither of k + 1/2 units; the half unit is folded into the range minimum.
+_HALF_DITHER = 0.5 / _DITHER_UNITS
+# AdaptiveRangeQuantizationEncodingStage's range never shrinks below this, so
+# it never reaches 0 and 2**16 / step stays finite in float32 at 16 bits.
+_MIN_ADAPTIVE_RANGE = 1e-20
+
+
+def _check_bits(stage_name, arg_name, bits):
+  if isinstance(bits, bool) or not isinstance(bits, (int, np.integer)):
+    raise TypeError(f'{stage_name}: {arg_name} must be an int, got {bits!r}.')
+  if not 1 <= bits <= 16:
+    raise ValueError(f'{stage_name}: {arg_name} must be in [1, 16], got '
+                     f'{bits}.')
+  return int(bits)
+
+
+def _is_number(value):
+  return (isinstance(value, (int, float, np.number)) and
+          not isinstance(value, bool))
+
+
+def _finite_reciprocal(numerator, denominator):
+  """numerator / denominator, or 0 where that is not finite (a zero range)."""
+  ratio = numerator / denominator
+  return tf.where(tf.math.is_finite(ratio), ratio, tf.zeros_like(ratio))
+
+
+def _dither(shape, size, seed):
+  """Integers uniform in [0, 2**16), as float32 of `shape`: 16 bits a value."""
+  words = tf.random.stateless_uniform([(size + 1) // 2], seed, minval=None,
+                                      maxval=None, dtype=tf.uint32)
+  halves = tf.reshape(tf.bitcast(words, tf.uint16), [-1])[:size]
+  return tf.reshape(tf.cast(halves, tf.float32), shape)
+
+
+def _level_step(span, levels, stochastic):
+  """The value between adjacent levels when `levels + 1` of them cover `span`.
+
+  For stochastic rounding the levels cover slightly more than the span (by
+  2**-18 of it): float32 rounding of the top value plus the largest dither is
+  then still below the next level, about 6x clear, so encode needs no clamp.
+  """
+  if stochastic:
+    return span / (levels * (1 - 2.0**-18))
+  return span / levels
+
+
+def _quantize(x, lo, step, seed):
+  """int32 levels of float32 `x` in [lo, lo + levels * step].
+
+  Rounds stochastically when `seed` is given (with `step` from
+  `_level_step(..., stochastic=True)`), else to nearest. Either way the
+  quantity cast to int32 is non-negative, so the cast floors it, and it stays
+  below `levels + 1`, so no clamp is needed.
+  """
+  if seed is None:
+    scale = _finite_reciprocal(1.0, step)
+    centred_lo = lo - 0.5 * step
+    return tf.cast((x - centred_lo) * scale, tf.int32)
+  scale = _finite_reciprocal(_DITHER_UNITS, step)
+  centred_lo = lo - _HALF_DITHER * step
+  dithered = (x - centred_lo) * scale + _dither(tf.shape(x), tf.size(x), seed)
+  return tf.cast(dithered * (1.0 / _DITHER_UNITS), tf.int32)
+
+
+def _dequantize(levels, lo, step, num_summands, dtype):
+  """The value of `levels` (or of a sum of `num_summands` of them) as `dtype`.
+
+  A sum of n clients' levels decodes as `sum * step + n * lo`.
+  """
+  if num_summands is not None:
+    lo = lo * tf.cast(num_summands, tf.float32)
+  values = tf.cast(levels, tf.float32) * step + lo
+  return tf.cast(values, dtype)
+
+
+def _range_of(x):
+  """(min, max) of float32 `x`; (0, 0) when empty."""
+  nonempty = tf.size(x) > 0
+  lo = tf.where(nonempty, tf.reduce_min(x), 0.0)
+  hi = tf.where(nonempty, tf.reduce_max(x), 0.0)
+  return lo, hi
+
+
+@encoding_stage.tf_style_encoding_stage
+class UniformQuantizationEncodingStage(encoding_stage.EncodingStageInterface):
+  """Quantizes to `2**bits` evenly spaced levels, sent as int32 level indices.
+
+  The range is the input's own `[min, max]` (two float32 scalars on the wire),
+  or a fixed `min_max=(lo, hi)` known to both sides, into which values are
+  clipped and which costs nothing to send. With a fixed range every client
+  uses the same levels, so the stage commutes with sum: a sum of n clients'
+  levels decodes as `sum * step + n * lo`. With a data range it does not.
+
+  `stochastic=True` rounds up or down at random so that the decoded value is
+  unbiased for values inside the range; the noise differs per client through
+  `seeds.client_seed`, and `seed` lets a caller vary it. `stochastic=False`
+  rounds to nearest. Inputs must be finite.
+  """
+
+  ENCODED_VALUES_KEY = 'quantized_values'
+  MIN_VALUES_KEY = 'min'
+  MAX_VALUES_KEY = 'max'
+  SEED_PARAMS_KEY = 'seed'
+  MIN_PARAMS_KEY = 'min'
+  MAX_PARAMS_KEY = 'max'
+
+  def __init__(self, bits=8, min_max=None, stochastic=True, seed=0):
+    name = 'UniformQuantizationEncodingStage'
+    self._bits = _check_bits(name, 'bits', bits)
+    if min_max is not None:
+      try:
+        lo, hi = (float(v) for v in min_max)
+      except (TypeError, ValueError):
+        raise TypeError(f'{name}: min_max must be a pair of numbers (lo, hi), '
+                        f'got {min_max!r}.') from None
+      if not (np.isfinite(lo) and np.isfinite(hi) and lo < hi):
+        raise ValueError(f'{name}: min_max must be finite with lo < hi, got '
+                         f'{min_max!r}.')
+      min_max = (lo, hi)
+    self._min_max = min_max
+    self._stochastic = bool(stochastic)
+    self._seed = int(seed)
+
+  @property
+  def bits(self):
+    return self._bits
+
+  @property
+  def min_max(self):
+    return self._min_max
+
+  @property
+  def stochastic(self):
+    return self._stochastic
+
+  @property
+  def name(self):
+    return 'uniform_quantization'
+
+  @property
+  def compressible_tensors_keys(self):
+    return [self.ENCODED_VALUES_KEY]
+
+  @property
+  def commutes_with_sum(self):
+    return self._min_max is not None
+
+  @property
+  def decode_needs_input_shape(self):
+    return False
+
+  def get_params(self):
+    encode_params, decode_params = {}, {}
+    if self._min_max is not None:
+      for params in (encode_params, decode_params):
+        params[self.MIN_PARAMS_KEY] = self._min_max[0]
+        params[self.MAX_PARAMS_KEY] = self._min_max[1]
+    if self._stochastic:
+      encode_params[self.SEED_PARAMS_KEY] = seeds.initial_seed(self._seed)
+    return encode_params, decode_params
+
+  def encode(self, x, encode_params):
+    basic.check_float_input('UniformQuantizationEncodingStage', x)
+    values = tf.cast(x, tf.float32)
+    encoded = {basic.DTYPE_TAG_KEY: basic.dtype_tag(x.dtype)}
+    if self._min_max is None:
+      lo, hi = _range_of(values)
+      encoded[self.MIN_VALUES_KEY] = lo
+      encoded[self.MAX_VALUES_KEY] = hi
+    else:
+      lo = tf.cast(encode_params[self.MIN_PARAMS_KEY], tf.float32)
+      hi = tf.cast(encode_params[self.MAX_PARAMS_KEY], tf.float32)
+      values = tf.raw_ops.ClipByValue(t=values, clip_value_min=lo,
+                                      clip_value_max=hi)
+    seed = None
+    if self._stochastic:
+      seed = seeds.client_seed(encode_params[self.SEED_PARAMS_KEY], x)
+    encoded[self.ENCODED_VALUES_KEY] = _quantize(values, lo, self._step(lo, hi),
+                                                 seed)
+    return encoded
+
+  def decode(self, encoded_tensors, decode_params, num_summands=None,
+             shape=None):
+    del shape  # Unused.
+    if self._min_max is None:
+      lo = encoded_tensors[self.MIN_VALUES_KEY]
+      hi = encoded_tensors[self.MAX_VALUES_KEY]
+      num_summands = None  # Never summed: the stage does not commute.
+    else:
+      lo = tf.cast(decode_params[self.MIN_PARAMS_KEY], tf.float32)
+      hi = tf.cast(decode_params[self.MAX_PARAMS_KEY], tf.float32)
+    return _dequantize(encoded_tensors[self.ENCODED_VALUES_KEY], lo,
+                       self._step(lo, hi), num_summands,
+                       basic.tagged_dtype(encoded_tensors[basic.DTYPE_TAG_KEY]))
+
+  def _step(self, lo, hi):
+    return _level_step(hi - lo, 2**self._bits - 1, self._stochastic)
+
+
+@encoding_stage.tf_style_adaptive_encoding_stage
+class AdaptiveRangeQuantizationEncodingStage(
+    encoding_stage.AdaptiveEncodingStageInterface):
+  """Uniform quantization on a symmetric range `[-r, r]` that follows the data.
+
+  Every client quantizes with the same `r`, taken from the state, so nothing
+  but the int32 levels is sent and the server can sum exact integer levels and
+  decode once: the stage commutes with sum. Values outside `[-r, r]` are
+  clipped.
+
+  Each client reports its max |x|, aggregated with MAX: the smallest range
+  that would have clipped no client, so when the data settles clipping (the
+  only source of bias) stops. An L2-norm average would give a finer step but
+  keep clipping the largest values every round. `update_state` moves `r`
+  toward the report: `r <- decay * r + (1 - decay) * reported`, never below
+  1e-20, so `r` never reaches 0.
+  """
+
+  ENCODED_VALUES_KEY = 'quantized_values'
+  RANGE_STATE_KEY = 'range'
+  MAX_ABS_STATE_UPDATE_KEY = 'max_abs'
+  RANGE_PARAMS_KEY = 'range'
+  SEED_PARAMS_KEY = 'seed'
+
+  def __init__(self, bits=8, initial_range=1.0, decay=0.5, stochastic=True,
+               seed=0):
+    name = 'AdaptiveRangeQuantizationEncodingStage'
+    self._bits = _check_bits(name, 'bits', bits)
+    if not (_is_number(initial_range) and 0 < initial_range < np.inf):
+      raise ValueError(f'{name}: initial_range must be a positive finite '
+                       f'number, got {initial_range!r}.')
+    if not (_is_number(decay) and 0 <= decay < 1):
+      raise ValueError(f'{name}: decay must be in [0, 1), got {decay!r}.')
+    self._initial_range = float(initial_range)
+    self._decay = float(decay)
+    self._stochastic = bool(stochastic)
+    self._seed = int(seed)
+
+  @property
+  def bits(self):
+    return self._bits
+
+  @property
+  def name(self):
+    return 'adaptive_range_quantization'
+
+  @property
+  def compressible_tensors_keys(self):
+    return [self.ENCODED_VALUES_KEY]
+
+  @property
+  def commutes_with_sum(self):
+    return True
+
+  @property
+  def decode_needs_input_shape(self):
+    return False
+
+  @property
+  def state_update_aggregation_modes(self):
+    return {
+        self.MAX_ABS_STATE_UPDATE_KEY: encoding_stage.StateAggregationMode.MAX
+    }
+
+  def initial_state(self):
+    return {self.RANGE_STATE_KEY: tf.constant(self._initial_range, tf.float32)}
+
+  def update_state(self, state, state_update_tensors):
+    reported = tf.cast(state_update_tensors[self.MAX_ABS_STATE_UPDATE_KEY],
+                       tf.float32)
+    previous = tf.cast(state[self.RANGE_STATE_KEY], tf.float32)
+    # No clients report -inf (the MAX identity); count that as 0.
+    blended = (self._decay * previous +
+               (1 - self._decay) * tf.maximum(reported, 0.0))
+    return {self.RANGE_STATE_KEY: tf.maximum(blended, _MIN_ADAPTIVE_RANGE)}
+
+  def get_params(self, state):
+    value_range = state[self.RANGE_STATE_KEY]
+    encode_params = {self.RANGE_PARAMS_KEY: value_range}
+    if self._stochastic:
+      encode_params[self.SEED_PARAMS_KEY] = seeds.initial_seed(self._seed)
+    return encode_params, {self.RANGE_PARAMS_KEY: value_range}
+
+  def encode(self, x, encode_params):
+    basic.check_float_input('AdaptiveRangeQuantizationEncodingStage', x)
+    values = tf.cast(x, tf.float32)
+    hi = tf.cast(encode_params[self.RANGE_PARAMS_KEY], tf.float32)
+    # Two read-only reductions; max(|x|) would first write |x|.
+    data_lo, data_hi = _range_of(values)
+    max_abs = tf.maximum(data_hi, -data_lo)
+    values = tf.raw_ops.ClipByValue(t=values, clip_value_min=-hi,
+                                    clip_value_max=hi)
+    seed = None
+    if self._stochastic:
+      seed = seeds.client_seed(encode_params[self.SEED_PARAMS_KEY], x)
+    encoded = {
+        self.ENCODED_VALUES_KEY: _quantize(values, -hi, self._step(hi), seed),
+        basic.DTYPE_TAG_KEY: basic.dtype_tag(x.dtype),
+    }
+    return encoded, {self.MAX_ABS_STATE_UPDATE_KEY: max_abs}
+
+  def decode(self, encoded_tensors, decode_params, num_summands=None,
+             shape=None):
+    del shape  # Unused.
+    hi = tf.cast(decode_params[self.RANGE_PARAMS_KEY], tf.float32)
+    return _dequantize(encoded_tensors[self.ENCODED_VALUES_KEY], -hi,
+                       self._step(hi), num_summands,
+                       basic.tagged_dtype(encoded_tensors[basic.DTYPE_TAG_KEY]))
+
+  def _step(self, value_range):
+    return _level_step(2 * value_range, 2**self._bits - 1, self._stochastic)
+
+
+class _PackingPlan:
+  """Where each value's bits go when `group` values fill `width` bytes.
+
+  Values are `bits` wide, so `group = 8 / gcd(bits, 8)` of them end exactly on
+  a byte boundary, `width = bits * group / 8` bytes. `contributions[b]` lists
+  `(j, shift)`: byte b holds value j shifted left by `shift` bits (right when
+  negative). Values are worked on as uint8 (up to 8 bits) or uint16; bits a
+  left shift pushes past the top are dropped, harmlessly, since each byte row
+  keeps only its low 8 bits.
+  """
+
+  def __init__(self, bits):
+    self.bits = bits
+    self.group = 8 // math.gcd(bits, 8)
+    self.width = bits * self.group // 8
+    self.contributions = []
+    for b in range(self.width):
+      self.contributions.append([
+          (j, j * bits - 8 * b)
+          for j in range(self.group)
+          if j * bits < 8 * (b + 1) and (j + 1) * bits > 8 * b
+      ])
+    # Value j needs masking unless it ends at the top of a byte, where the
+    # right shift already drops the bits of the values above it.
+    self.needs_mask = [((j + 1) * bits) % 8 != 0 for j in range(self.group)]
+    self.work_dtype = tf.uint8 if bits <= 8 else tf.uint16
+
+  def pack(self, planes):
+    """`group` tensors of `work_dtype` -> `width` uint8 tensors, elementwise."""
+    rows = []
+    for contributions in self.contributions:
+      parts = [_shift(planes[j], shift) for j, shift in contributions]
+      row = parts[0]
+      for part in parts[1:]:
+        row = tf.bitwise.bitwise_or(row, part)
+      rows.append(tf.cast(row, tf.uint8))  # Keeps the low 8 bits.
+    return rows
+
+  def unpack(self, rows):
+    """`width` uint8 tensors -> `group` tensors of `work_dtype`, elementwise."""
+    rows = [tf.cast(row, self.work_dtype) for row in rows]
+    mask = tf.constant(2**self.bits - 1, self.work_dtype)
+    planes = [None] * self.group
+    for b, contributions in enumerate(self.contributions):
+      for j, shift in contributions:
+        part = _shift(rows[b], -shift)
+        planes[j] = part if planes[j] is None else tf.bitwise.bitwise_or(
+            planes[j], part)
+    return [tf.bitwise.bitwise_and(plane, mask) if needs_mask else plane
+            for plane, needs_mask in zip(planes, self.needs_mask)]
+
+
+def _shift(x, shift):
+  if shift > 0:
+    return tf.bitwise.left_shift(x, tf.constant(shift, x.dtype))
+  if shift < 0:
+    return tf.bitwise.right_shift(x, tf.constant(-shift, x.dtype))
+  return x
+
+
+@encoding_stage.tf_style_encoding_stage
+class BitpackingEncodingStage(encoding_stage.EncodingStageInterface):
+  """Packs non-negative int32 values below `2**input_bits` densely into bytes.
+
+  n values cost exactly `ceil(n * input_bits / 8)` bytes (uint8; uint16 for 16
+  bits). The input must be rank 1 (put `FlattenEncodingStage` first for other
+  shapes); decode needs its length to drop the padding of the last byte.
+
+  Layout: 8 and 16 bits are a plain cast. Otherwise the first
+  `group * m` values (`m = n // group`) are cut into `group` contiguous planes
+  of m values; byte row b of the output combines the planes with shifts, so
+  every op works on whole planes of m elements, with no per-element gathers.
+  The last `n - group * m` values form one partial group whose bytes are
+  trimmed to what they use.
+
+  Values outside `[0, 2**input_bits)` corrupt their neighbours: they are
+  rejected at trace time when the input is a constant, and at run time only
+  with `check_values=True` (two extra read-only passes over the input).
+  """
+
+  ENCODED_VALUES_KEY = 'bitpacked_values'
+
+  def __init__(self, input_bits, check_values=False):
+    self._bits = _check_bits('BitpackingEncodingStage', 'input_bits',
+                             input_bits)
+    self._check_values = bool(check_values)
+    self._plan = _PackingPlan(self._bits)
+
+  @property
+  def input_bits(self):
+    return self._bits
+
+  @property
+  def name(self):
+    return 'bitpacking'
+
+  @property
+  def compressible_tensors_keys(self):
+    return []
+
+  @property
+  def commutes_with_sum(self):
+    return False
+
+  @property
+  def decode_needs_input_shape(self):
+    return True
+
+  def get_params(self):
+    return {}, {}
+
+  def encode(self, x, encode_params):
+    del encode_params  # Unused.
+    x = self._checked_input(x)
+    if self._bits in (8, 16):
+      return {self.ENCODED_VALUES_KEY:
+                  tf.cast(x, tf.uint8 if self._bits == 8 else tf.uint16)}
+    plan = self._plan
+    x = tf.cast(x, plan.work_dtype)
+    n = x.shape[0] if x.shape[0] is not None else tf.shape(x)[0]
+    m = n // plan.group
+    body = tf.reshape(x[:m * plan.group], [plan.group, m])
+    rows = plan.pack([body[j] for j in range(plan.group)])
+    tail = tf.pad(x[m * plan.group:], [[0, plan.group - (n - m * plan.group)]])
+    tail_bytes = tf.stack(plan.pack(tf.unstack(tail, num=plan.group)))
+    tail_bytes = tail_bytes[:_ceil_div((n - m * plan.group) * self._bits, 8)]
+    return {self.ENCODED_VALUES_KEY: tf.concat(rows + [tail_bytes], 0)}
+
+  def decode(self, encoded_tensors, decode_params, num_summands=None,
+             shape=None):
+    del decode_params, num_summands  # Unused.
+    if shape is None:
+      raise ValueError('BitpackingEncodingStage: decode needs the input shape.')
+    packed = encoded_tensors[self.ENCODED_VALUES_KEY]
+    static_shape = tf.get_static_value(shape)
+    if static_shape is not None:
+      n = int(static_shape[0])
+      expected = _ceil_div(n * self._bits, 8 * packed.dtype.size)
+      if packed.shape[0] is not None and packed.shape[0] != expected:
+        raise ValueError(
+            f'BitpackingEncodingStage: {n} values of {self._bits} bits pack '
+            f'into {expected} words, got {packed.shape[0]}.')
+    else:
+      n = tf.cast(tf.reshape(shape, [-1])[0], tf.int32)
+    if self._bits in (8, 16):
+      return tf.cast(packed, tf.int32)
+    plan = self._plan
+    m = n // plan.group
+    body = tf.reshape(packed[:m * plan.width], [plan.width, m])
+    planes = plan.unpack([body[b] for b in range(plan.width)])
+    tail_bytes = packed[m * plan.width:]
+    tail_bytes = tf.reshape(
+        tf.pad(tail_bytes, [[0, plan.width - tf.shape(tail_bytes)[0]]]),
+        [plan.width])
+    tail = tf.stack(plan.unpack(tf.unstack(tail_bytes)))
+    tail = tail[:n - m * plan.group]
+    values = tf.cast(tf.concat(planes + [tail], 0), tf.int32)
+    return tf.reshape(values, [n])
+
+  def _checked_input(self, x):
+    name = 'BitpackingEncodingStage'
+    if x.dtype != tf.int32:
+      raise TypeError(f'{name}: input must be int32 (quantization levels), got '
+                      f'{x.dtype.name}.')
+    if x.shape.rank != 1:
+      raise ValueError(f'{name}: input must have rank 1, got shape {x.shape}; '
+                       'put a FlattenEncodingStage before it.')
+    limit = 2**self._bits
+    static_values = tf.get_static_value(x)
+    if static_values is not None and static_values.size and (
+        static_values.min() < 0 or static_values.max() >= limit):
+      raise ValueError(
+          f'{name}: values must be in [0, {limit}) for input_bits='
+          f'{self._bits}, got values in [{static_values.min()}, '
+          f'{static_values.max()}].')
+    if self._check_values:
+      message = f'{name}: values must be in [0, {limit})'
+      with tf.control_dependencies([
+          tf.debugging.assert_non_negative(x, message=message),
+          tf.debugging.assert_less(x, limit, message=message)]):
+        x = tf.identity(x)
+    return x
+
+
+def _ceil_div(a, b):
+  return (a + b - 1) // b
