@@ -5,9 +5,9 @@ depend on their order; `BitpackingEncodingStage` then packs each level into
 exactly `bits` bits for the wire. All arithmetic runs in float32 (float16,
 bfloat16 and float64 inputs are cast on the way in and back on the way out).
 
-Stochastic rounding draws a 16-bit dither per value (two values per Philox
-word, half the random bits of a float uniform, which is the largest cost of
-encoding): level = floor(v + (k + 1/2) / 2**16), k uniform in [0, 2**16), is
+Stochastic rounding adds a 16-bit dither per value, hashed from the value's
+index and a per-client key inside one XLA-fused pass (see `_dithered_levels`):
+level = floor(v + (k + 1/2) / 2**16), k uniform in [0, 2**16), is
 unbiased up to 2**-17 of a level, no more than float32's own rounding of the
 scaled value at 8 bits (and less than it at more bits).
 """
@@ -49,12 +49,35 @@ def _finite_reciprocal(numerator, denominator):
   return tf.where(tf.math.is_finite(ratio), ratio, tf.zeros_like(ratio))
 
 
-def _dither(shape, size, seed):
-  """Integers uniform in [0, 2**16), as float32 of `shape`: 16 bits a value."""
-  words = tf.random.stateless_uniform([(size + 1) // 2], seed, minval=None,
-                                      maxval=None, dtype=tf.uint32)
-  halves = tf.reshape(tf.bitcast(words, tf.uint16), [-1])[:size]
-  return tf.reshape(tf.cast(halves, tf.float32), shape)
+def _hash32(v):
+  """A 32-bit integer mixing function (Wellons' lowbias32): counter -> noise."""
+  v = tf.bitwise.bitwise_xor(v, tf.bitwise.right_shift(v, 16))
+  v = v * tf.constant(0x7feb352d, tf.uint32)
+  v = tf.bitwise.bitwise_xor(v, tf.bitwise.right_shift(v, 15))
+  v = v * tf.constant(0x846ca68b, tf.uint32)
+  return tf.bitwise.bitwise_xor(v, tf.bitwise.right_shift(v, 16))
+
+
+@tf.function(jit_compile=True, autograph=False)
+def _dithered_levels(x, centred_lo, scale, key):
+  """floor((x - centred_lo) * scale + dither) / 2**16, in one fused pass.
+
+  The 16-bit dither of each value is the top half of a hash of its index and
+  the client's key: counter-based noise that XLA fuses with the arithmetic, so
+  no random buffer is written or read (drawing it with Philox cost as much as
+  all the rest of encoding).
+  """
+  index = tf.reshape(tf.range(tf.size(x)), tf.shape(x))
+  noise = _hash32(tf.bitwise.bitwise_xor(tf.cast(index, tf.uint32), key))
+  dither = tf.cast(tf.bitwise.right_shift(noise, 16), tf.float32)
+  return tf.cast(((x - centred_lo) * scale + dither) * (1.0 / _DITHER_UNITS),
+                 tf.int32)
+
+
+def _dither_key(seed):
+  """A well-mixed 32-bit key from a [2] int64 seed: one Philox draw."""
+  return tf.random.stateless_uniform([], seed, minval=None, maxval=None,
+                                     dtype=tf.uint32)
 
 
 def _level_step(span, levels, stochastic):
@@ -83,8 +106,7 @@ def _quantize(x, lo, step, seed):
     return tf.cast((x - centred_lo) * scale, tf.int32)
   scale = _finite_reciprocal(_DITHER_UNITS, step)
   centred_lo = lo - _HALF_DITHER * step
-  dithered = (x - centred_lo) * scale + _dither(tf.shape(x), tf.size(x), seed)
-  return tf.cast(dithered * (1.0 / _DITHER_UNITS), tf.int32)
+  return _dithered_levels(x, centred_lo, scale, _dither_key(seed))
 
 
 def _dequantize(levels, lo, step, num_summands, dtype):
@@ -361,6 +383,21 @@ class _PackingPlan:
     # right shift already drops the bits of the values above it.
     self.needs_mask = [((j + 1) * bits) % 8 != 0 for j in range(self.group)]
     self.work_dtype = tf.uint8 if bits <= 8 else tf.uint16
+    # XLA fuses the shifts and ors of whole planes into one pass over memory.
+    self.pack_planes = tf.function(self._pack_planes, jit_compile=True,
+                                   autograph=False)
+    self.unpack_rows = tf.function(self._unpack_rows, jit_compile=True,
+                                   autograph=False)
+
+  def _pack_planes(self, body):
+    """int32 [group, m] -> uint8 [width * m]: the bytes of whole groups."""
+    body = tf.cast(body, self.work_dtype)
+    return tf.concat(self.pack([body[j] for j in range(self.group)]), 0)
+
+  def _unpack_rows(self, body):
+    """uint8 [width, m] -> int32 [group * m]: the inverse of `_pack_planes`."""
+    planes = self.unpack([body[b] for b in range(self.width)])
+    return tf.cast(tf.concat(planes, 0), tf.int32)
 
   def pack(self, planes):
     """`group` tensors of `work_dtype` -> `width` uint8 tensors, elementwise."""
@@ -453,15 +490,14 @@ class BitpackingEncodingStage(encoding_stage.EncodingStageInterface):
       return {self.ENCODED_VALUES_KEY:
                   tf.cast(x, tf.uint8 if self._bits == 8 else tf.uint16)}
     plan = self._plan
-    x = tf.cast(x, plan.work_dtype)
     n = x.shape[0] if x.shape[0] is not None else tf.shape(x)[0]
     m = n // plan.group
-    body = tf.reshape(x[:m * plan.group], [plan.group, m])
-    rows = plan.pack([body[j] for j in range(plan.group)])
-    tail = tf.pad(x[m * plan.group:], [[0, plan.group - (n - m * plan.group)]])
+    body = plan.pack_planes(tf.reshape(x[:m * plan.group], [plan.group, m]))
+    tail = tf.cast(x[m * plan.group:], plan.work_dtype)
+    tail = tf.pad(tail, [[0, plan.group - (n - m * plan.group)]])
     tail_bytes = tf.stack(plan.pack(tf.unstack(tail, num=plan.group)))
     tail_bytes = tail_bytes[:_ceil_div((n - m * plan.group) * self._bits, 8)]
-    return {self.ENCODED_VALUES_KEY: tf.concat(rows + [tail_bytes], 0)}
+    return {self.ENCODED_VALUES_KEY: tf.concat([body, tail_bytes], 0)}
 
   def decode(self, encoded_tensors, decode_params, num_summands=None,
              shape=None):
@@ -483,16 +519,14 @@ class BitpackingEncodingStage(encoding_stage.EncodingStageInterface):
       return tf.cast(packed, tf.int32)
     plan = self._plan
     m = n // plan.group
-    body = tf.reshape(packed[:m * plan.width], [plan.width, m])
-    planes = plan.unpack([body[b] for b in range(plan.width)])
+    body = plan.unpack_rows(tf.reshape(packed[:m * plan.width], [plan.width, m]))
     tail_bytes = packed[m * plan.width:]
     tail_bytes = tf.reshape(
         tf.pad(tail_bytes, [[0, plan.width - tf.shape(tail_bytes)[0]]]),
         [plan.width])
     tail = tf.stack(plan.unpack(tf.unstack(tail_bytes)))
-    tail = tail[:n - m * plan.group]
-    values = tf.cast(tf.concat(planes + [tail], 0), tf.int32)
-    return tf.reshape(values, [n])
+    tail = tf.cast(tail[:n - m * plan.group], tf.int32)
+    return tf.reshape(tf.concat([body, tail], 0), [n])
 
   def _checked_input(self, x):
     name = 'BitpackingEncodingStage'
