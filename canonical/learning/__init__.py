@@ -1,0 +1,26 @@
+"""Pure-TensorFlow learning blocks for federated averaging.
+
+Every function here is pure (no variables, no stateful random ops), so it can
+be traced into a canonical-form piece and saved as a GraphDef.
+"""
+
+from canonical.learning import losses
+from canonical.learning import models
+from canonical.learning import optimizers
+from canonical.learning.client_update import ClientOutput
+from canonical.learning.client_update import client_update
+from canonical.learning.evaluation import evaluate
+from canonical.learning.model import BatchOutput
+from canonical.learning.model import FunctionalModel
+from canonical.learning.model import ModelWeights
+from canonical.learning.model import split_batch
+from canonical.learning.optimizers import Optimizer
+from canonical.learning.optimizers import adam
+from canonical.learning.optimizers import sgd
+from canonical.learning.server_update import server_update
+
+__all__ = [
+    'BatchOutput', 'ClientOutput', 'FunctionalModel', 'ModelWeights',
+    'Optimizer', 'adam', 'client_update', 'evaluate', 'losses', 'models',
+    'optimizers', 'server_update', 'sgd', 'split_batch',
+]

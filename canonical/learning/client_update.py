@@ -1,0 +1,78 @@
+"""Local training on one client: the `work` of federated averaging.
+
+A pure function of (weights, dataset): it runs in any `tf.function`, with the
+dataset as an argument (its variant tensor), and traces to a graph of one
+`ReduceDataset` whose body is the training step, with no variables, iterators
+or stateful random ops. Clients keep no optimizer state between rounds: every
+call starts the client optimizer afresh.
+"""
+
+from typing import NamedTuple
+
+import tensorflow as tf
+
+from canonical.learning.model import ModelWeights
+
+
+class ClientOutput(NamedTuple):
+  """What a client sends back (`weights_delta`, `num_examples`) and reports."""
+  weights_delta: tuple  # trained minus initial trainable weights
+  num_examples: tf.Tensor  # float32 examples in one pass: the client's weight
+  metrics: dict  # float32 sums over every training batch of every epoch
+
+
+def client_update(functional_model, client_optimizer, weights, dataset,
+                  epochs=1):
+  """Trains `weights` on `dataset` (batches) for `epochs` passes; a `ClientOutput`.
+
+  Metrics are summed over the training batches as they are trained on (the
+  loss is the batch's loss before its step), plus 'non_finite_updates': a
+  client whose update is not finite sends a zero delta with weight 0 and
+  reports 1 there, so one broken client cannot poison the round's mean.
+  Only trainable weights get a delta; updated non-trainables (batch norm
+  statistics, dropout seeds) stay on the client.
+  """
+  if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1:
+    raise ValueError(f'epochs must be a positive Python int, got {epochs!r}.')
+  weights = _as_tensors(weights)
+  initial_state = (weights.trainable, weights.non_trainable,
+                   client_optimizer.init(weights.trainable),
+                   functional_model.zero_metrics())
+
+  def train_on_batch(state, batch):
+    trainable, non_trainable, optimizer_state, sums = state
+    with tf.GradientTape() as tape:
+      tape.watch(trainable)
+      output = functional_model.loss_and_metrics(
+          ModelWeights(trainable, non_trainable), batch, training=True)
+    gradients = tape.gradient(
+        output.loss, trainable,
+        unconnected_gradients=tf.UnconnectedGradients.ZERO)
+    optimizer_state, trainable = client_optimizer.apply(
+        optimizer_state, trainable, gradients)
+    sums = {name: sums[name] + output.metrics[name] for name in sums}
+    return tuple(trainable), output.non_trainable, optimizer_state, sums
+
+  if epochs > 1:
+    dataset = dataset.repeat(epochs)
+  trained, _, _, sums = dataset.reduce(initial_state, train_on_batch)
+  delta = tuple(new - old for new, old in zip(trained, weights.trainable))
+  num_examples = sums['num_examples'] / float(epochs)
+  return _drop_if_not_finite(ClientOutput(delta, num_examples, sums))
+
+
+def _drop_if_not_finite(output):
+  finite = tf.reduce_all(
+      [tf.reduce_all(tf.math.is_finite(d)) for d in output.weights_delta])
+  delta = tuple(tf.where(finite, d, tf.zeros_like(d))
+                for d in output.weights_delta)
+  num_examples = tf.where(finite, output.num_examples, 0.0)
+  metrics = dict(output.metrics,
+                 non_finite_updates=1.0 - tf.cast(finite, tf.float32))
+  return ClientOutput(delta, num_examples, metrics)
+
+
+def _as_tensors(weights):
+  return ModelWeights(
+      tuple(tf.convert_to_tensor(w) for w in weights.trainable),
+      tuple(tf.convert_to_tensor(w) for w in weights.non_trainable))
