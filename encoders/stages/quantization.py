@@ -116,12 +116,18 @@ def _dequantize(levels, lo, step, num_summands, dtype):
   """
   if num_summands is not None:
     lo = lo * tf.cast(num_summands, tf.float32)
-  values = tf.cast(levels, tf.float32) * step + lo
-  return tf.cast(values, dtype)
+  return _levels_to_values(levels, step, lo, dtype)
 
 
+@tf.function(jit_compile=True, autograph=False)
+def _levels_to_values(levels, step, lo, dtype):
+  """`levels * step + lo` as `dtype`, fused into one pass by XLA."""
+  return tf.cast(tf.cast(levels, tf.float32) * step + lo, dtype)
+
+
+@tf.function(jit_compile=True, autograph=False)
 def _range_of(x):
-  """(min, max) of float32 `x`; (0, 0) when empty."""
+  """(min, max) of float32 `x`, (0, 0) when empty: one fused pass under XLA."""
   nonempty = tf.size(x) > 0
   lo = tf.where(nonempty, tf.reduce_min(x), 0.0)
   hi = tf.where(nonempty, tf.reduce_max(x), 0.0)
