@@ -1,0 +1,89 @@
+"""Every aggregation intrinsic as (client part, zero, accumulate, merge, report).
+
+The client part is what a client puts in U; the rest run in the aggregation
+tier. Built-ins reduce to these four functions like `federated_aggregate`.
+"""
+
+import dataclasses
+
+import tensorflow as tf
+
+
+@dataclasses.dataclass
+class Aggregation:
+  """How one aggregation op runs in the canonical form."""
+  client_part: object     # the op's input values at a client -> its part of U
+  zero: object            # () -> accumulator
+  accumulate: object      # (accumulator, U part) -> accumulator
+  merge: object           # (accumulator, accumulator) -> accumulator
+  report: object          # accumulator -> result
+  accumulator_spec: object
+
+
+def _map2(fn, a, b):
+  return tf.nest.map_structure(fn, a, b)
+
+
+def _extreme(spec, largest):
+  dtype = spec.dtype
+  if dtype.is_floating:
+    value = float('inf') if largest else float('-inf')
+  else:
+    value = dtype.max if largest else dtype.min
+  return tf.fill(spec.shape, tf.constant(value, dtype))
+
+
+def _identity(x):
+  return x
+
+
+def _first(args):
+  return args[0]
+
+
+def of(op, value_spec):
+  """The `Aggregation` of aggregation op `op` on values of `value_spec`."""
+  kind = op.kind
+  if kind == 'federated_aggregate':
+    a = op.attrs
+    return Aggregation(
+        _first, a['zero'].python_function,
+        lambda acc, u: a['accumulate'].python_function(acc, u),
+        lambda x, y: a['merge'].python_function(x, y),
+        a['report'].python_function, a['accumulator_spec'])
+  zeros = lambda: tf.nest.map_structure(  # pylint: disable=g-long-lambda
+      lambda s: tf.zeros(s.shape, s.dtype), value_spec)
+  add = lambda x, y: _map2(tf.add, x, y)
+  if kind == 'federated_sum':
+    return Aggregation(_first, zeros, add, add, _identity, value_spec)
+  if kind in ('federated_min', 'federated_max'):
+    largest = kind == 'federated_min'
+    reduce = tf.minimum if largest else tf.maximum
+    return Aggregation(
+        _first,
+        lambda: tf.nest.map_structure(lambda s: _extreme(s, largest),
+                                      value_spec),
+        lambda x, y: _map2(reduce, x, y), lambda x, y: _map2(reduce, x, y),
+        _identity, value_spec)
+  count_spec = tf.TensorSpec([], tf.float32)
+  if kind == 'federated_mean':
+    client_part = _first
+    weighted = lambda u: (u, tf.constant(1.0))
+  elif kind == 'federated_weighted_mean':
+    client_part = tuple
+    weighted = lambda u: (tf.nest.map_structure(
+        lambda v: v * tf.cast(u[1], v.dtype), u[0]), u[1])
+  else:
+    raise ValueError(f'{op.describe()} is not an aggregation.')
+
+  def accumulate(acc, u):
+    total, weight = weighted(u)
+    return add(acc[0], total), acc[1] + weight
+
+  def report(acc):
+    return tf.nest.map_structure(lambda t: t / tf.cast(acc[1], t.dtype),
+                                 acc[0])
+
+  return Aggregation(client_part, lambda: (zeros(), tf.constant(0.0)),
+                     accumulate, lambda x, y: (add(x[0], y[0]), x[1] + y[1]),
+                     report, (value_spec, count_spec))

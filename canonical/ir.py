@@ -1,0 +1,168 @@
+"""The federated IR: what tracing a federated computation records.
+
+Like a jaxpr: a list of operations in the order they were traced (so already
+topologically sorted), each consuming and producing `Value`s with federated
+types. Every operation remembers the user's source line for error messages.
+"""
+
+import dataclasses
+import linecache
+import os
+import sys
+import threading
+
+import tensorflow as tf
+
+from canonical import types as ft
+
+
+class FederatedError(TypeError):
+  """A federated program is ill-typed or cannot be expressed; names where."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Location:
+  filename: str
+  lineno: int
+
+  def __str__(self):
+    line = linecache.getline(self.filename, self.lineno).strip()
+    where = f'{os.path.basename(self.filename)}:{self.lineno}'
+    return f'{where} ({line})' if line else where
+
+
+_OWN_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def user_location():
+  """The innermost stack frame outside this package: the user's line."""
+  frame = sys._getframe(1)  # pylint: disable=protected-access
+  while frame is not None:
+    filename = os.path.abspath(frame.f_code.co_filename)
+    if not filename.startswith(_OWN_DIR + os.sep) or os.path.basename(
+        os.path.dirname(filename)) == 'tests':
+      return Location(frame.f_code.co_filename, frame.f_lineno)
+    frame = frame.f_back
+  return Location('<unknown>', 0)
+
+
+class Value:
+  """A federated value during tracing: typed, produced by an `Op` or a parameter."""
+
+  def __init__(self, type_signature, producer=None, name=None):
+    self.type_signature = type_signature
+    self.producer = producer
+    self.name = name
+
+  @property
+  def placement(self):
+    return self.type_signature.placement
+
+  @property
+  def member(self):
+    return self.type_signature.member
+
+  def __getitem__(self, key):
+    from canonical import intrinsics  # pylint: disable=g-import-not-at-top
+    return intrinsics.select(self, key)
+
+  def __iter__(self):
+    member = self.member
+    if not isinstance(member, (tuple, list)):
+      raise FederatedError(f'Cannot unpack a federated value of type '
+                           f'{self.type_signature}: only tuples unpack.')
+    return iter([self[i] for i in range(len(member))])
+
+  def __len__(self):
+    return len(self.member)
+
+  def __bool__(self):
+    raise FederatedError(
+        'A federated value has no truth value while tracing: use tf.cond '
+        'inside a tf_computation instead of Python control flow.')
+
+  def __repr__(self):
+    label = self.name or (self.producer.kind if self.producer else 'param')
+    return f'<{label}: {self.type_signature}>'
+
+
+@dataclasses.dataclass(eq=False)
+class Op:
+  """One intrinsic application. `attrs` holds its computations and constants."""
+  kind: str
+  inputs: tuple
+  output: Value
+  attrs: dict
+  location: Location
+
+  def describe(self):
+    return f'{self.kind} at {self.location}'
+
+
+@dataclasses.dataclass(eq=False)
+class Graph:
+  """A traced federated computation."""
+  name: str
+  parameters: tuple
+  ops: list
+  result: object  # A structure of `Value`s.
+
+  def result_values(self):
+    return [v for v in tf.nest.flatten(self.result) if isinstance(v, Value)]
+
+
+class _TraceState(threading.local):
+
+  def __init__(self):
+    self.stack = []
+
+
+_TRACE = _TraceState()
+
+
+class tracing:  # pylint: disable=invalid-name
+  """Context in which intrinsics append ops to `graph`."""
+
+  def __init__(self, graph):
+    self.graph = graph
+
+  def __enter__(self):
+    _TRACE.stack.append(self.graph)
+    return self.graph
+
+  def __exit__(self, *exc):
+    _TRACE.stack.pop()
+
+
+def current_graph(intrinsic_name):
+  if not _TRACE.stack:
+    raise FederatedError(
+        f'{intrinsic_name} can only be called while tracing a '
+        'federated_computation.')
+  return _TRACE.stack[-1]
+
+
+def add_op(kind, inputs, output_type, attrs=None, location=None):
+  """Appends an op to the graph being traced; returns its output value."""
+  graph = current_graph(kind)
+  for value in inputs:
+    if not isinstance(value, Value):
+      raise FederatedError(f'{kind}: expected federated values, got {value!r}.')
+  output = Value(output_type)
+  op = Op(kind, tuple(inputs), output, dict(attrs or {}),
+          location or user_location())
+  output.producer = op
+  graph.ops.append(op)
+  return output
+
+
+def upstream_ops(values):
+  """Every op that `values` depend on, in trace order."""
+  seen, stack = set(), list(values)
+  while stack:
+    value = stack.pop()
+    op = value.producer
+    if op is not None and id(op) not in seen:
+      seen.add(id(op))
+      stack.extend(op.inputs)
+  return seen

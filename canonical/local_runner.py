@@ -1,0 +1,63 @@
+"""`run_round`: a plain local loop over a canonical form's pieces.
+
+prepare -> work per client -> zero/accumulate over groups of clients -> merge
+the groups' accumulators in a tree -> report -> update. The grouping and the
+merge tree are drawn from `merge_seed`, so tests can check that a form's result
+does not depend on how the aggregation tier happens to combine clients.
+"""
+
+import numpy as np
+
+
+def run_round(form, state, client_data, client_states=None, merge_seed=None):
+  """Runs one round; returns `(state, metrics)` or `(state, metrics, client_states)`.
+
+  `client_data` holds one entry per participating client (a tf.data.Dataset or
+  tensors, as the form's D says); `client_states` one state per client when the
+  form keeps client state. With `merge_seed`, clients are split into random
+  groups whose accumulators merge in a random binary tree; otherwise they fold
+  in order.
+  """
+  client_data = list(client_data)
+  if form.has_client_state:
+    if client_states is None or len(client_states) != len(client_data):
+      raise ValueError('run_round: a form with client state needs one client '
+                       f'state per client: {len(client_data)} clients, '
+                       f'{None if client_states is None else len(client_states)} '
+                       'states.')
+  broadcast = form.prepare(state)
+  updates, new_client_states = [], []
+  for i, data in enumerate(client_data):
+    d = (data, client_states[i]) if form.has_client_state else data
+    update, client_state = form.work(d, broadcast)
+    updates.append(update)
+    new_client_states.append(client_state)
+  aggregate = form.report(_aggregate(form, updates, merge_seed))
+  new_state, metrics = form.update(state, aggregate)
+  if form.has_client_state:
+    return new_state, metrics, new_client_states
+  return new_state, metrics
+
+
+def _aggregate(form, updates, merge_seed):
+  if merge_seed is None:
+    accumulator = form.zero()
+    for update in updates:
+      accumulator = form.accumulate(accumulator, update)
+    return accumulator
+  rng = np.random.default_rng(merge_seed)
+  order = rng.permutation(len(updates))
+  num_groups = int(rng.integers(1, max(len(updates), 1) + 1))
+  groups = np.array_split(order, num_groups)
+  accumulators = []
+  for group in groups:
+    accumulator = form.zero()
+    for i in group:
+      accumulator = form.accumulate(accumulator, updates[i])
+    accumulators.append(accumulator)
+  while len(accumulators) > 1:  # Merge random pairs: a random binary tree.
+    i, j = sorted(rng.choice(len(accumulators), 2, replace=False))
+    merged = form.merge(accumulators[i], accumulators[j])
+    accumulators = [a for k, a in enumerate(accumulators) if k not in (i, j)]
+    accumulators.append(merged)
+  return accumulators[0]

@@ -1,0 +1,109 @@
+"""`IterativeProcess`: initialize + next, optionally with state kept at each client."""
+
+import tensorflow as tf
+
+from canonical import computations
+from canonical import ir
+from canonical import types as ft
+
+
+class IterativeProcess:
+  """`initialize() -> server state`; `next(state, data[, client_state])`.
+
+  `next` returns `(server_state, metrics)`, or with client state
+  `(server_state, metrics, client_state)`; then `client_state_initializer`
+  (a tf_computation with no argument) makes a new client's first state.
+  """
+
+  def __init__(self, initialize, next, client_state_initializer=None):  # pylint: disable=redefined-builtin
+    if not isinstance(initialize, computations.TFComputation) or (
+        initialize.parameter_specs):
+      raise ir.FederatedError(
+          'IterativeProcess: initialize must be a tf_computation with no '
+          f'argument (the server state is its result), got {initialize!r}.')
+    if not isinstance(next, computations.FederatedComputation):
+      raise ir.FederatedError('IterativeProcess: next must be a '
+                              f'federated_computation, got {next!r}.')
+    self.initialize = initialize
+    self.next = next
+    self.client_state_initializer = client_state_initializer
+    self._check_signature()
+
+  @property
+  def has_client_state(self):
+    return self.client_state_initializer is not None
+
+  @property
+  def state_spec(self):
+    return self.initialize.result_spec
+
+  def _check_signature(self):
+    params = self.next.parameter_types
+    expected = 3 if self.has_client_state else 2
+    where = f'IterativeProcess next {self.next.name!r}'
+    if len(params) != expected:
+      hint = (' (with client state: server state, client data, client state)'
+              if self.has_client_state else
+              ' (server state, client data); pass client_state_initializer to '
+              'keep state at clients')
+      raise ir.FederatedError(f'{where} must take {expected} parameters'
+                              f'{hint}, it takes {len(params)}.')
+    state_type, data_type = params[0], params[1]
+    if state_type.placement != ft.SERVER or not ft.same_member(
+        state_type.member, self.state_spec):
+      raise ir.FederatedError(
+          f'{where}: its first parameter is {state_type}, but initialize '
+          f'returns {ft.describe(self.state_spec)}@SERVER.')
+    if data_type.placement != ft.CLIENTS:
+      raise ir.FederatedError(f'{where}: client data must be placed at '
+                              f'CLIENTS, got {data_type}.')
+    if self.has_client_state:
+      init = self.client_state_initializer
+      if not isinstance(init, computations.TFComputation) or (
+          init.parameter_specs):
+        raise ir.FederatedError(
+            'IterativeProcess: client_state_initializer must be a '
+            f'tf_computation with no argument, got {init!r}.')
+      if params[2].placement != ft.CLIENTS or not ft.same_member(
+          params[2].member, init.result_spec):
+        raise ir.FederatedError(
+            f'{where}: its client state parameter is {params[2]}, but '
+            'client_state_initializer returns '
+            f'{ft.describe(init.result_spec)}.')
+    result = self.next.trace().result
+    if not isinstance(result, (tuple, list)) or len(result) != expected:
+      raise ir.FederatedError(
+          f'{where} must return a tuple of {expected}: (server state, metrics'
+          f'{", client state" if self.has_client_state else ""}).')
+    new_state, metrics = result[0], result[1]
+    for part, what in ((new_state, 'the new server state'),
+                       (metrics, 'the metrics')):
+      for leaf in tf.nest.flatten(part):
+        if leaf.placement != ft.SERVER:
+          raise ir.FederatedError(
+              f'{where} returns {leaf!r} as part of {what}, but it is placed '
+              f'at CLIENTS{_producer_hint(leaf)}; client values reach the '
+              'server only through an aggregation (federated_sum, '
+              'federated_mean, federated_aggregate, ...).')
+    state_member = tf.nest.map_structure(lambda v: v.member, new_state)
+    if not ft.same_member(_flat_member(state_member), _flat_member(
+        self.state_spec)):
+      raise ir.FederatedError(
+          f'{where} returns a new server state of type '
+          f'{ft.describe(state_member)}, but the state is '
+          f'{ft.describe(self.state_spec)}.')
+    if self.has_client_state:
+      for leaf in tf.nest.flatten(result[2]):
+        if leaf.placement != ft.CLIENTS:
+          raise ir.FederatedError(
+              f'{where} returns {leaf!r} as client state; it must be placed '
+              'at CLIENTS.')
+
+
+def _producer_hint(value):
+  op = value.producer
+  return f' (made by {op.describe()})' if op is not None else ''
+
+
+def _flat_member(member):
+  return tf.nest.flatten(member)

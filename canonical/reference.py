@@ -1,0 +1,76 @@
+"""The reference executor: runs a federated computation by its plain meaning.
+
+No compilation: the traced graph is interpreted op by op, with a SERVER value
+held as a plain structure and a CLIENTS value as a list, one entry per client.
+Aggregations fold clients in order (sums are not reordered). It is the yardstick
+the compiled form is tested against.
+"""
+
+import functools
+
+import tensorflow as tf
+
+from canonical import aggregations
+from canonical import computations
+from canonical import evaluation
+from canonical import ir
+from canonical import types as ft
+
+
+def run(computation, *args):
+  """Runs a `FederatedComputation`; CLIENTS arguments are lists, one per client."""
+  if not isinstance(computation, computations.FederatedComputation):
+    raise TypeError(f'reference.run expects a federated_computation, got '
+                    f'{computation!r}.')
+  graph = computation.trace()
+  if len(args) != len(graph.parameters):
+    raise ir.FederatedError(f'{computation.name!r} takes '
+                            f'{len(graph.parameters)} arguments, got {len(args)}.')
+  num_clients = None
+  for param, arg in zip(graph.parameters, args):
+    if param.placement == ft.CLIENTS:
+      if num_clients not in (None, len(arg)):
+        raise ir.FederatedError('CLIENTS arguments must have one entry per '
+                                f'client: got lengths {num_clients} and '
+                                f'{len(arg)}.')
+      num_clients = len(arg)
+  env = {id(p): a for p, a in zip(graph.parameters, args)}
+  for op in graph.ops:
+    inputs = [env[id(v)] for v in op.inputs]
+    env[id(op.output)] = _run_op(op, inputs, num_clients or 0)
+  return tf.nest.map_structure(lambda v: env[id(v)], graph.result)
+
+
+def run_round(process, state, client_data, client_states=None):
+  """One round of an `IterativeProcess` by its plain meaning.
+
+  Returns `(state, metrics)`, or `(state, metrics, client_states)` with client
+  state.
+  """
+  args = [state, list(client_data)]
+  if process.has_client_state:
+    args.append(list(client_states))
+  return run(process.next, *args)
+
+
+def _per_client(op, inputs, fn):
+  return [fn(list(args)) for args in zip(*inputs)]
+
+
+def _run_op(op, inputs, num_clients):
+  kind = op.kind
+  placement = op.output.placement
+  if kind == 'federated_broadcast':
+    return [inputs[0]] * num_clients
+  if kind == 'federated_value':
+    value = evaluation.evaluate_op(op, [])
+    return value if placement == ft.SERVER else [value] * num_clients
+  if kind in ('federated_map', 'federated_zip', 'select'):
+    if op.inputs and op.inputs[0].placement == ft.CLIENTS:
+      return _per_client(op, inputs,
+                         lambda args: evaluation.evaluate_op(op, args))
+    return evaluation.evaluate_op(op, inputs)
+  # An aggregation: fold the clients in order, no merge.
+  agg = aggregations.of(op, op.inputs[0].member)
+  parts = [agg.client_part(list(args)) for args in zip(*inputs)]
+  return agg.report(functools.reduce(agg.accumulate, parts, agg.zero()))
