@@ -27,6 +27,7 @@ import tensorflow as tf
 from encoders.core import encoding_stage
 from encoders.core import seeds
 from encoders.stages import basic
+from encoders.stages import shapes
 
 _LARGEST_MAX_BLOCK_SIZE = 2**20
 # Factors of H_B are at most 32: measured fastest (2**14 as 16*32*32 beat
@@ -38,23 +39,6 @@ def _compute_dtype(x):
   basic.check_float_input('HadamardEncodingStage', x)
   # Half precision is rotated in float32: its long sums would lose bits.
   return tf.float64 if x.dtype == tf.float64 else tf.float32
-
-
-def _as_shape(shape):
-  """`shape` as int32: a Python `[]` (a scalar's shape) converts to float32."""
-  return shape if shape.dtype.is_integer else tf.cast(shape, tf.int32)
-
-
-def _static_or_dynamic_size(flat):
-  size = flat.shape[0]
-  return int(size) if size is not None else tf.size(flat)
-
-
-def _if(pred, true_fn, false_fn):
-  """A Python `if` for a static predicate, `tf.cond` for a tensor one."""
-  if isinstance(pred, bool):
-    return true_fn() if pred else false_fn()
-  return tf.cond(pred, true_fn, false_fn)
 
 
 class _Layout:
@@ -142,7 +126,7 @@ class _BlockRotation:
 
 
 def _rotate(flat, seed, max_block_size):
-  layout = _Layout(_static_or_dynamic_size(flat), max_block_size)
+  layout = _Layout(shapes.static_or_dynamic_size(flat), max_block_size)
   rotation = _BlockRotation(layout, seed, flat.dtype)
   signs = rotation.block_signs
 
@@ -156,12 +140,12 @@ def _rotate(flat, seed, max_block_size):
     window = rotation.forward(window, rotation.window_signs)
     return tf.concat([head, last[:layout.tail], window], 0)
 
-  return _if(layout.has_window, with_window,
+  return shapes.cond(layout.has_window, with_window,
              lambda: rotation.forward(flat, signs))
 
 
 def _unrotate(flat, seed, max_block_size):
-  layout = _Layout(_static_or_dynamic_size(flat), max_block_size)
+  layout = _Layout(shapes.static_or_dynamic_size(flat), max_block_size)
   rotation = _BlockRotation(layout, seed, flat.dtype)
   signs = rotation.block_signs
 
@@ -177,7 +161,7 @@ def _unrotate(flat, seed, max_block_size):
         window[overlap:] * signs[:layout.tail],
     ], 0)
 
-  return _if(layout.has_window, with_window,
+  return shapes.cond(layout.has_window, with_window,
              lambda: rotation.inverse(flat, signs))
 
 
@@ -262,4 +246,4 @@ class HadamardEncodingStage(encoding_stage.AdaptiveEncodingStageInterface):
                        f'got shape {values.shape}.')
     flat = _unrotate(tf.cast(values, compute_dtype),
                      decode_params[self.SEED_PARAMS_KEY], self._max_block_size)
-    return tf.reshape(tf.cast(flat, values.dtype), _as_shape(shape))
+    return tf.reshape(tf.cast(flat, values.dtype), shape)

@@ -6,11 +6,6 @@ from encoders.core import encoding_stage
 from encoders.stages import basic
 
 
-def _as_shape(shape):
-  """`shape` as int32: a Python `[]` (a scalar's shape) converts to float32."""
-  return shape if shape.dtype.is_integer else tf.cast(shape, tf.int32)
-
-
 def _mean_abs_scale(flat, abs_sum):
   count = tf.cast(tf.size(flat), abs_sum.dtype)
   return tf.math.divide_no_nan(abs_sum, count)
@@ -90,4 +85,4 @@ class SignEncodingStage(encoding_stage.EncodingStageInterface):
     dtype = basic.tagged_dtype(encoded_tensors[basic.DTYPE_TAG_KEY])
     scale = tf.cast(encoded_tensors[self.SCALE_KEY], dtype)
     positive = tf.cast(encoded_tensors[self.SIGNS_KEY], tf.bool)
-    return tf.reshape(tf.where(positive, scale, -scale), _as_shape(shape))
+    return tf.reshape(tf.where(positive, scale, -scale), shape)

@@ -7,6 +7,7 @@ import tensorflow as tf
 from encoders.core import encoding_stage
 from encoders.core import seeds
 from encoders.stages import basic
+from encoders.stages import shapes
 
 # Fractions are taken as ratios with at most this denominator, so that
 # ceil(fraction * n) is exact integer arithmetic (0.07 * 100 is 7, not 8).
@@ -28,11 +29,6 @@ def _as_ratio(stage_name, fraction):
       _MAX_FRACTION_DENOMINATOR)
 
 
-def _static_or_dynamic_size(flat):
-  size = flat.shape[0]
-  return int(size) if size is not None else tf.size(flat)
-
-
 def _num_kept(ratio, size):
   """min(n, max(1, ceil(ratio * n))): keeps a value of any non-empty tensor."""
   num, den = ratio.numerator, ratio.denominator
@@ -41,18 +37,6 @@ def _num_kept(ratio, size):
   wide = tf.cast(size, tf.int64)
   kept = tf.minimum(wide, tf.maximum((num * wide + den - 1) // den, 1))
   return tf.cast(kept, size.dtype)
-
-
-def _as_shape(shape):
-  """`shape` as int32: a Python `[]` (a scalar's shape) converts to float32."""
-  return shape if shape.dtype.is_integer else tf.cast(shape, tf.int32)
-
-
-def _if(pred, true_fn, false_fn):
-  """A Python `if` for a static predicate, `tf.cond` for a tensor one."""
-  if isinstance(pred, bool):
-    return true_fn() if pred else false_fn()
-  return tf.cond(pred, true_fn, false_fn)
 
 
 def _largest_indices(magnitudes, k, size):
@@ -99,7 +83,7 @@ def _largest_indices(magnitudes, k, size):
     holds = (num_kept <= k) & (k <= tf.size(candidates))
     return tf.cond(holds, from_band, full)
 
-  return _if(size > _MIN_SIZE_TO_SAMPLE, bracketed, full)
+  return shapes.cond(size > _MIN_SIZE_TO_SAMPLE, bracketed, full)
 
 
 def _num_elements(shape):
@@ -107,7 +91,7 @@ def _num_elements(shape):
 
 
 def _scatter(indices, values, shape):
-  shape = _as_shape(shape)
+  shape = shape
   dense = tf.scatter_nd(indices[:, None], values, [_num_elements(shape)])
   return tf.reshape(dense, shape)
 
@@ -175,7 +159,7 @@ class TopKEncodingStage(encoding_stage.EncodingStageInterface):
     del encode_params  # Unused.
     basic.check_float_input('TopKEncodingStage', x)
     flat = tf.reshape(x, [-1])
-    size = _static_or_dynamic_size(flat)
+    size = shapes.static_or_dynamic_size(flat)
     indices = _largest_indices(tf.abs(flat), self._num_kept(size), size)
     return {
         self.VALUES_KEY: tf.gather(flat, indices),
@@ -259,7 +243,7 @@ class RandomSubsamplingEncodingStage(encoding_stage.EncodingStageInterface):
   def encode(self, x, encode_params):
     basic.check_float_input('RandomSubsamplingEncodingStage', x)
     flat = tf.reshape(x, [-1])
-    size = _static_or_dynamic_size(flat)
+    size = shapes.static_or_dynamic_size(flat)
     sample_seed = seeds.client_seed(encode_params[self.SEED_PARAMS_KEY], x)
     indices = _sample_indices(sample_seed, size, _num_kept(self._ratio, size))
     return {
@@ -274,7 +258,7 @@ class RandomSubsamplingEncodingStage(encoding_stage.EncodingStageInterface):
       raise ValueError(
           'RandomSubsamplingEncodingStage: decode needs the input shape.')
     values = encoded_tensors[self.VALUES_KEY]
-    shape = _as_shape(shape)
+    shape = shape
     size = _num_elements(shape)
     kept = tf.size(values)
     indices = _sample_indices(encoded_tensors[self.SAMPLE_SEED_KEY], size, kept)
