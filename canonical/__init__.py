@@ -6,6 +6,7 @@ from canonical.computations import federated_computation
 from canonical.computations import tf_computation
 from canonical.form import CanonicalForm
 from canonical.form import FormError
+from canonical.form import Piece
 from canonical.intrinsics import federated_aggregate
 from canonical.intrinsics import federated_apply
 from canonical.intrinsics import federated_broadcast

@@ -21,7 +21,8 @@ class Aggregation:
 
 
 def _map2(fn, a, b):
-  return tf.nest.map_structure(fn, a, b)
+  # A tuple and a list (or namedtuple) of the same layout are the same value.
+  return tf.nest.map_structure(fn, a, b, check_types=False)
 
 
 def _extreme(spec, largest):
@@ -47,21 +48,19 @@ def of(op, value_spec):
   if kind == 'federated_aggregate':
     a = op.attrs
     return Aggregation(
-        _first, a['zero'].python_function,
-        lambda acc, u: a['accumulate'].python_function(acc, u),
-        lambda x, y: a['merge'].python_function(x, y),
-        a['report'].python_function, a['accumulator_spec'])
+        _first, a['zero'].invoke, a['accumulate'].invoke, a['merge'].invoke,
+        a['report'].invoke, a['accumulator_spec'])
   zeros = lambda: tf.nest.map_structure(  # pylint: disable=g-long-lambda
       lambda s: tf.zeros(s.shape, s.dtype), value_spec)
   add = lambda x, y: _map2(tf.add, x, y)
   if kind == 'federated_sum':
     return Aggregation(_first, zeros, add, add, _identity, value_spec)
   if kind in ('federated_min', 'federated_max'):
-    largest = kind == 'federated_min'
-    reduce = tf.minimum if largest else tf.maximum
-    return Aggregation(
+    is_min = kind == 'federated_min'
+    reduce = tf.minimum if is_min else tf.maximum
+    return Aggregation(  # The zero of a minimum is the largest value.
         _first,
-        lambda: tf.nest.map_structure(lambda s: _extreme(s, largest),
+        lambda: tf.nest.map_structure(lambda s: _extreme(s, is_min),
                                       value_spec),
         lambda x, y: _map2(reduce, x, y), lambda x, y: _map2(reduce, x, y),
         _identity, value_spec)

@@ -1,9 +1,9 @@
 """The compiler: `IterativeProcess` -> `CanonicalForm`, in small passes.
 
-trace   -> the `ir.Graph` of `next` (computations.py)
-check   -> purity of every tf_computation, and the round's dependency rules
+trace     -> the `ir.Graph` of `next` (computations.py)
+check     -> purity of every tf_computation, and the round's dependency rules
 partition -> which ops run in prepare, work, the aggregations and update
-emit    -> the eight pieces, each a Python function traced once by TF
+emit      -> the eight pieces; each calls the user's already traced functions
 """
 
 import dataclasses
@@ -31,6 +31,45 @@ def compile(process, name=None, description='', encoders=None):  # pylint: disab
               encoders=encoders)
 
 
+def _is_aggregation(op):
+  return op.kind in intrinsics.AGGREGATIONS
+
+
+def _is_broadcast(op):
+  return op.kind == 'federated_broadcast'
+
+
+def _is_boundary(op):
+  return _is_broadcast(op) or _is_aggregation(op)
+
+
+def _result_roots(graph, has_client_state):
+  """(values of server state and metrics, values of the new client state)."""
+  result = graph.result
+  server = tf.nest.flatten(tuple(result[:2]))
+  client = tf.nest.flatten(result[2]) if has_client_state else []
+  return server, client
+
+
+def _needed_ops(graph, values, stop=lambda op: False):
+  """Ops (in trace order) computing `values`, not looking past `stop(op)`."""
+  needed, stack = set(), list(values)
+  while stack:
+    op = stack.pop().producer
+    if op is None or id(op) in needed:
+      continue
+    needed.add(id(op))
+    if not stop(op):
+      stack.extend(op.inputs)
+  return [op for op in graph.ops if id(op) in needed]
+
+
+def live_ops(graph, has_client_state):
+  """The ops the results depend on (dead code is dropped), in trace order."""
+  server, client = _result_roots(graph, has_client_state)
+  return _needed_ops(graph, server + client)
+
+
 # ----------------------------------------------------------------------------
 # check
 
@@ -45,26 +84,61 @@ def computations_of(graph):
 
 def check(process, graph):
   """Raises `ir.FederatedError` for impure pieces and impossible rounds."""
-  process.initialize.check_pure()
+  check_purity(process, graph)
+  check_round(graph, process.has_client_state)
+
+
+def check_purity(process, graph):
+  """Every tf_computation a piece runs must be pure; names the op and lines."""
+  process.initialize.check_pure(used_by='IterativeProcess initialize')
   if process.has_client_state:
-    process.client_state_initializer.check_pure()
-  for _, computation in computations_of(graph):
-    computation.check_pure()
-  aggregation_ops = {id(op): op for op in graph.ops
-                     if op.kind in intrinsics.AGGREGATIONS}
-  for op in graph.ops:
-    if op.kind == 'federated_broadcast' or op.kind in intrinsics.AGGREGATIONS:
-      upstream = ir.upstream_ops(op.inputs)
-      earlier = [aggregation_ops[i] for i in upstream if i in aggregation_ops]
-      if earlier:
-        first = min(earlier, key=graph.ops.index)
-        what = ('a broadcast' if op.kind == 'federated_broadcast' else
-                'an aggregation')
+    process.client_state_initializer.check_pure(
+        used_by='IterativeProcess client_state_initializer')
+  for op, computation in computations_of(graph):
+    computation.check_pure(used_by=op.describe())
+
+
+def check_round(graph, has_client_state):
+  """A round broadcasts once, then aggregates once: no aggregated value may
+  reach a broadcast or another aggregation of the same round."""
+  live = live_ops(graph, has_client_state)
+  aggregation_ids = {id(op): op for op in live if _is_aggregation(op)}
+  order = {id(op): i for i, op in enumerate(graph.ops)}
+
+  def earliest_aggregation(op):
+    upstream = ir.upstream_ops(op.inputs)
+    found = [aggregation_ids[i] for i in upstream if i in aggregation_ids]
+    return min(found, key=lambda o: order[id(o)]) if found else None
+
+  def broadcast_between(op, source):
+    upstream = ir.upstream_ops(op.inputs)
+    for candidate in live:
+      if (_is_broadcast(candidate) and id(candidate) in upstream and
+          id(source) in ir.upstream_ops(candidate.inputs)):
+        return candidate
+    return None
+
+  advice = ('since a round of the canonical form broadcasts once and then '
+            'aggregates once. Move it into the next round (carry the value in '
+            'the server state).')
+  # Aggregations first: the message then names both ends and the broadcast.
+  for op in live:
+    if _is_aggregation(op):
+      source = earliest_aggregation(op)
+      if source is not None:
+        via = broadcast_between(op, source)
+        via_text = f' through {via.describe()}' if via else ''
         raise ir.FederatedError(
-            f'{op.describe()} depends on {first.describe()} of the same '
-            f'round: {what} cannot use an aggregated value, since a round of '
-            'the canonical form broadcasts once and aggregates once. Move it '
-            'into the next round (carry the value in the server state).')
+            f'{op.describe()} depends on {source.describe()} of the same '
+            f'round{via_text}: an aggregation cannot use another '
+            f'aggregation\'s result, {advice}')
+  for op in live:
+    if _is_broadcast(op):
+      source = earliest_aggregation(op)
+      if source is not None:
+        raise ir.FederatedError(
+            f'{op.describe()} depends on {source.describe()} of the same '
+            f'round: a broadcast cannot send an aggregated value, {advice}')
 
 
 # ----------------------------------------------------------------------------
@@ -73,71 +147,111 @@ def check(process, graph):
 
 @dataclasses.dataclass
 class Plan:
+  """Which ops run where. C, U, A and R are tuples with one entry per slot."""
   graph: object
-  broadcasts: list      # broadcast ops, in order: C is the tuple of their inputs
-  aggregations: list    # aggregation ops, in order: A, U and R are tuples
-  prepare_ops: list
-  work_ops: list
-  update_ops: list
+  broadcasts: list      # live broadcast ops, in trace order
+  broadcast_values: list  # distinct SERVER values broadcast: C's entries
+  aggregations: list    # live aggregation ops: A's, U's and R's entries
+  prepare_ops: list     # server ops before the broadcast
+  work_ops: list        # client ops
+  update_ops: list      # server ops after the aggregation (may redo prepare's)
   client_state_result: object  # structure of Values, or None
 
+  def broadcast_slot(self, op):
+    """The index in C of what broadcast `op` sends."""
+    for slot, value in enumerate(self.broadcast_values):
+      if _same_value(op.inputs[0], value):
+        return slot
+    raise ValueError(f'{op.describe()} is not in this plan.')
 
-def _needed_ops(graph, values, stop):
-  """Ops (in trace order) computing `values`, not looking past `stop(op)`."""
-  needed, stack = set(), list(values)
-  while stack:
-    op = stack.pop().producer
-    if op is None or id(op) in needed:
-      continue
-    needed.add(id(op))
-    if not stop(op):
-      stack.extend(op.inputs)
-  return [op for op in graph.ops if id(op) in needed]
+  @property
+  def recomputed_ops(self):
+    """Server ops both prepare and update run (update recomputes them)."""
+    prepare = {id(op) for op in self.prepare_ops}
+    return [op for op in self.update_ops if id(op) in prepare]
+
+
+def _same_value(a, b):
+  """Whether two values are surely equal: the same, or the same part of one."""
+  if a is b:
+    return True
+  pa, pb = a.producer, b.producer
+  return (pa is not None and pb is not None and pa.kind == pb.kind == 'select'
+          and pa.attrs['key'] == pb.attrs['key'] and
+          _same_value(pa.inputs[0], pb.inputs[0]))
 
 
 def partition(graph, has_client_state):
-  broadcasts = [op for op in graph.ops if op.kind == 'federated_broadcast']
-  aggs = [op for op in graph.ops if op.kind in intrinsics.AGGREGATIONS]
-  is_boundary = lambda op: op.kind == 'federated_broadcast' or (
-      op.kind in intrinsics.AGGREGATIONS)
-  prepare_ops = _needed_ops(graph, [v for op in broadcasts for v in op.inputs],
-                            is_boundary)
+  """Splits the live ops of a checked graph into prepare, work and update."""
+  live = live_ops(graph, has_client_state)
+  broadcasts = [op for op in live if _is_broadcast(op)]
+  broadcast_values = []
+  for op in broadcasts:
+    if not any(_same_value(op.inputs[0], v) for v in broadcast_values):
+      broadcast_values.append(op.inputs[0])
+  aggs = [op for op in live if _is_aggregation(op)]
+  server_roots, client_roots = _result_roots(graph, has_client_state)
+  not_boundary = lambda ops: [op for op in ops if not _is_boundary(op)]
+  prepare_ops = not_boundary(_needed_ops(graph, broadcast_values, _is_boundary))
+  work_ops = not_boundary(_needed_ops(
+      graph, [v for op in aggs for v in op.inputs] + client_roots,
+      _is_boundary))
+  update_ops = not_boundary(_needed_ops(graph, server_roots, _is_boundary))
+  for piece, ops, placement in (('prepare', prepare_ops, ft.SERVER),
+                                ('work', work_ops, ft.CLIENTS),
+                                ('update', update_ops, ft.SERVER)):
+    for op in ops:
+      if op.output.placement != placement:
+        raise ir.FederatedError(
+            f'{op.describe()} makes a value at {op.output.placement} but '
+            f'would run in {piece}, at {placement}: a value crosses between '
+            'server and clients only by federated_broadcast or an '
+            'aggregation.')
   client_state = graph.result[2] if has_client_state else None
-  work_roots = [v for op in aggs for v in op.inputs]
-  work_roots += tf.nest.flatten(client_state) if has_client_state else []
-  work_ops = [op for op in _needed_ops(graph, work_roots, is_boundary)
-              if not is_boundary(op)]
-  update_roots = tf.nest.flatten(graph.result[:2])
-  update_ops = [op for op in _needed_ops(graph, update_roots, is_boundary)
-                if op.kind not in intrinsics.AGGREGATIONS]
-  for op in work_ops:
-    for value in op.inputs:
-      if value.placement == ft.SERVER:
-        raise ir.FederatedError(f'{op.describe()} uses a server value at the '
-                                'clients without federated_broadcast.')
-  return Plan(graph, broadcasts, aggs, prepare_ops, work_ops, update_ops,
-              client_state)
+  return Plan(graph, broadcasts, broadcast_values, aggs, prepare_ops,
+              work_ops, update_ops, client_state)
 
 
 # ----------------------------------------------------------------------------
 # emit
 
 
-def _member_spec(value):
-  return value.member
+def _with_shape(value, spec, what):
+  """`value` (a structure) repacked as `spec`, tensors checked to its shapes:
+  statically now, and at run time where the shape is only known then."""
+  leaves = []
+  for v, s in zip(tf.nest.flatten(value), tf.nest.flatten(spec)):
+    if isinstance(s, tf.TensorSpec):
+      if not v.shape.is_compatible_with(s.shape):
+        found = ft.describe(tf.TensorSpec(v.shape, v.dtype))
+        raise ir.FederatedError(f'{what} has a tensor {found}, but next '
+                                f'declares {ft.describe(spec)}.')
+      if not v.shape.is_fully_defined():
+        v = tf.ensure_shape(v, s.shape)
+    leaves.append(v)
+  return tf.nest.pack_sequence_as(spec, leaves)
+
+
+def _made_by(values):
+  ops = [v.producer for v in tf.nest.flatten(values) if v.producer is not None]
+  return f' (made by {", ".join(op.describe() for op in ops)})' if ops else ''
 
 
 def emit(process, plan, name, description='', encoders=None):
+  """The `CanonicalForm` of a partitioned graph."""
   graph = plan.graph
   params = graph.parameters
   state_param, data_param = params[0], params[1]
   has_client_state = process.has_client_state
-  state_spec = process.state_spec
+  # The declared parameter types of `next`: they may be more general than
+  # what initialize makes (a state whose size changes between rounds).
+  state_spec = state_param.member
+  client_state_spec = params[2].member if has_client_state else None
   aggs = [aggregations.of(op, op.inputs[0].member) for op in plan.aggregations]
 
   def prepare(state):
     env = evaluation.evaluate(plan.prepare_ops, {id(state_param): state})
-    return tuple(env[id(op.inputs[0])] for op in plan.broadcasts)
+    return tuple(env[id(v)] for v in plan.broadcast_values)
 
   def work(data, broadcast):
     env = {}
@@ -145,15 +259,18 @@ def emit(process, plan, name, description='', encoders=None):
       env[id(data_param)], env[id(params[2])] = data
     else:
       env[id(data_param)] = data
-    for op, value in zip(plan.broadcasts, broadcast):
-      env[id(op.output)] = value
+    for op in plan.broadcasts:
+      env[id(op.output)] = broadcast[plan.broadcast_slot(op)]
     evaluation.evaluate(plan.work_ops, env)
     update = tuple(
         agg.client_part([env[id(v)] for v in op.inputs])
         for op, agg in zip(plan.aggregations, aggs))
-    client_state = (tf.nest.map_structure(lambda v: env[id(v)],
-                                          plan.client_state_result)
-                    if has_client_state else ())
+    client_state = ()
+    if has_client_state:
+      client_state = _with_shape(
+          tf.nest.map_structure(lambda v: env[id(v)], plan.client_state_result),
+          client_state_spec,
+          'The new client state' + _made_by(plan.client_state_result))
     return update, client_state
 
   def zero():
@@ -176,12 +293,13 @@ def emit(process, plan, name, description='', encoders=None):
     evaluation.evaluate(plan.update_ops, env)
     new_state, metrics = tf.nest.map_structure(lambda v: env[id(v)],
                                                tuple(graph.result[:2]))
-    return tf.nest.pack_sequence_as(state_spec, tf.nest.flatten(
-        new_state)), metrics
+    new_state = _with_shape(new_state, state_spec,
+                            'The new server state' + _made_by(graph.result[0]))
+    return new_state, metrics
 
   data_spec = data_param.member
   if has_client_state:
-    data_spec = (data_spec, params[2].member)
+    data_spec = (data_spec, client_state_spec)
   prepare_piece = form_lib.Piece('prepare', prepare, (state_spec,))
   broadcast_spec = prepare_piece.output_spec
   work_piece = form_lib.Piece('work', work, (data_spec, broadcast_spec))
@@ -189,8 +307,7 @@ def emit(process, plan, name, description='', encoders=None):
   accumulator_spec = tuple(agg.accumulator_spec for agg in aggs)
   report_piece = form_lib.Piece('report', report, (accumulator_spec,))
   pieces = dict(
-      initialize=form_lib.Piece('initialize', process.initialize.python_function,
-                                ()),
+      initialize=form_lib.Piece('initialize', process.initialize.invoke, ()),
       prepare=prepare_piece,
       work=work_piece,
       zero=form_lib.Piece('zero', zero, ()),
@@ -204,7 +321,9 @@ def emit(process, plan, name, description='', encoders=None):
   )
   if has_client_state:
     pieces['client_state_init'] = form_lib.Piece(
-        'client_state_init', process.client_state_initializer.python_function,
-        ())
+        'client_state_init',
+        lambda: _with_shape(process.client_state_initializer.invoke(),
+                            client_state_spec,
+                            'client_state_initializer\'s result'), ())
   return form_lib.CanonicalForm(name=name, description=description,
                                 encoders=encoders, **pieces)

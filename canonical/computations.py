@@ -5,6 +5,7 @@
 records a `Graph` of federated ops (see `ir.py`).
 """
 
+import dataclasses
 import inspect
 
 import tensorflow as tf
@@ -12,33 +13,55 @@ import tensorflow as tf
 from canonical import ir
 from canonical import types as ft
 
+_STATEFUL_RANDOM = 'draws stateful random numbers (use tf.random.stateless_*)'
+_VARIABLE = 'uses a variable (pass state in and out as tensors)'
+_PYTHON = 'calls Python (tf.py_function / tf.numpy_function)'
+_MUTABLE_TABLE = 'uses a mutable hash table'
+_FILE_WRITE = 'writes files'
+
 # Ops that make a computation impure: state, stateful randomness, Python.
 FORBIDDEN_OPS = {
-    'VarHandleOp': 'creates or reads a variable',
-    'VariableV2': 'creates a variable',
-    'ReadVariableOp': 'reads a variable',
-    'AssignVariableOp': 'assigns a variable',
-    'AssignAddVariableOp': 'assigns a variable',
-    'AssignSubVariableOp': 'assigns a variable',
-    'RandomUniform': 'draws stateful random numbers',
-    'RandomUniformInt': 'draws stateful random numbers',
-    'RandomStandardNormal': 'draws stateful random numbers',
-    'TruncatedNormal': 'draws stateful random numbers',
-    'RandomShuffle': 'draws stateful random numbers',
-    'RandomGamma': 'draws stateful random numbers',
-    'RandomPoisson': 'draws stateful random numbers',
-    'RandomPoissonV2': 'draws stateful random numbers',
-    'Multinomial': 'draws stateful random numbers',
-    'StatefulUniform': 'draws stateful random numbers',
-    'StatefulUniformInt': 'draws stateful random numbers',
-    'StatefulStandardNormalV2': 'draws stateful random numbers',
-    'StatefulTruncatedNormal': 'draws stateful random numbers',
-    'RngSkip': 'draws stateful random numbers',
-    'RngReadAndSkip': 'draws stateful random numbers',
-    'PyFunc': 'calls Python (tf.py_function / tf.numpy_function)',
-    'PyFuncStateless': 'calls Python (tf.py_function / tf.numpy_function)',
-    'EagerPyFunc': 'calls Python (tf.py_function / tf.numpy_function)',
+    **dict.fromkeys([
+        'VarHandleOp', 'VariableV2', 'Variable', 'TemporaryVariable',
+        'ReadVariableOp', 'AssignVariableOp', 'AssignAddVariableOp',
+        'AssignSubVariableOp', 'Assign', 'AssignAdd', 'AssignSub',
+        'VarIsInitializedOp', 'DestroyResourceOp', 'VariableShape',
+        'ScatterAdd', 'ScatterSub', 'ScatterUpdate', 'CountUpTo',
+    ], _VARIABLE),
+    **dict.fromkeys([
+        'RandomUniform', 'RandomUniformInt', 'RandomStandardNormal',
+        'TruncatedNormal', 'ParameterizedTruncatedNormal', 'RandomShuffle',
+        'RandomGamma', 'RandomPoisson', 'RandomPoissonV2', 'RandomCrop',
+        'Multinomial', 'StatefulUniform', 'StatefulUniformInt',
+        'StatefulUniformFullInt', 'StatefulStandardNormal',
+        'StatefulStandardNormalV2', 'StatefulTruncatedNormal',
+        'StatefulRandomBinomial', 'RngSkip', 'RngReadAndSkip',
+        'NonDeterministicInts', 'AnonymousRandomSeedGenerator',
+        'AnonymousSeedGenerator', 'DummySeedGenerator',
+    ], _STATEFUL_RANDOM),
+    **dict.fromkeys(['PyFunc', 'PyFuncStateless', 'EagerPyFunc'], _PYTHON),
+    **dict.fromkeys([
+        'MutableHashTable', 'MutableHashTableV2', 'MutableHashTableOfTensors',
+        'MutableHashTableOfTensorsV2', 'MutableDenseHashTable',
+        'MutableDenseHashTableV2', 'LookupTableInsertV2', 'LookupTableRemoveV2',
+    ], _MUTABLE_TABLE),
+    **dict.fromkeys(['WriteFile', 'Save', 'SaveV2', 'SaveSlices'],
+                    _FILE_WRITE),
 }
+
+# Whole families: every `Resource*` op (ResourceGather, ResourceApplyAdam,
+# ResourceScatterAdd, ...) reads or writes a variable.
+_FORBIDDEN_PREFIXES = (('Resource', _VARIABLE),)
+
+
+def forbidden_reason(op_type):
+  """Why op type `op_type` makes a piece impure, or None if it does not."""
+  if op_type in FORBIDDEN_OPS:
+    return FORBIDDEN_OPS[op_type]
+  for prefix, reason in _FORBIDDEN_PREFIXES:
+    if op_type.startswith(prefix):
+      return reason
+  return None
 
 
 def _is_spec_structure(value):
@@ -47,14 +70,13 @@ def _is_spec_structure(value):
       isinstance(leaf, (tf.TensorSpec, tf.data.DatasetSpec)) for leaf in leaves)
 
 
-def _spec_of(value):
-  if isinstance(value, tf.data.Dataset):
-    return tf.data.DatasetSpec.from_value(value)
-  return tf.TensorSpec.from_tensor(tf.convert_to_tensor(value))
-
-
 def graph_op_types(concrete_function):
-  """Op types of a concrete function's graph and its whole function library."""
+  """`(op type, node name)` of a concrete function's graph and its whole library.
+
+  The library holds every function the graph calls, however deeply: nested
+  `tf.function`s, while-loop and cond branches, dataset `reduce` / `map`
+  bodies.
+  """
   graph_def = concrete_function.graph.as_graph_def()
   types = [(node.op, node.name) for node in graph_def.node]
   for function in graph_def.library.function:
@@ -62,8 +84,78 @@ def graph_op_types(concrete_function):
   return types
 
 
+@dataclasses.dataclass(frozen=True)
+class Impurity:
+  """One op that makes a computation impure, and the user's line that made it."""
+  op_type: str
+  node_name: str
+  reason: str
+  location: object = None  # ir.Location, when TF kept the op's traceback.
+
+  def __str__(self):
+    where = f', created at {self.location}' if self.location else ''
+    return f'op {self.node_name!r} ({self.op_type}) {self.reason}{where}'
+
+
+def _func_graphs(graph):
+  """`graph` and the graphs of every function it calls, depth first."""
+  seen, stack = set(), [graph]
+  while stack:
+    g = stack.pop()
+    if id(g) in seen:
+      continue
+    seen.add(id(g))
+    yield g
+    for function in getattr(g, '_functions', {}).values():
+      inner = getattr(function, 'graph', None)
+      if inner is not None:
+        stack.append(inner)
+
+
+def impure_ops(concrete_function):
+  """Every forbidden op of a concrete function (library included), located."""
+  forbidden = [(t, n) for t, n in graph_op_types(concrete_function)
+               if forbidden_reason(t)]
+  if not forbidden:
+    return []
+  located = {}
+  for graph in _func_graphs(concrete_function.graph):
+    for op in graph.get_operations():
+      if forbidden_reason(op.type):
+        located.setdefault((op.type, op.name), ir.location_of_tf_op(op))
+  found = [Impurity(t, n, forbidden_reason(t), located.get((t, n)))
+           for t, n in forbidden]
+  # The located ones first: they name the user's line.
+  return sorted(found, key=lambda i: i.location is None)
+
+
+class _VariableCreated(Exception):
+  pass
+
+
+def _refuse_variables(errors, name, location):
+  """A variable creator that records where a variable was made, and fails."""
+
+  def creator(next_creator, **kwargs):
+    del next_creator  # Never creates anything.
+    site = ir.location_of_tf_op(tf.raw_ops.NoOp())  # Its traceback: the line.
+    errors.append(ir.FederatedError(
+        f'tf_computation {name!r} defined at {location} is not pure: it '
+        f'creates a variable ({kwargs.get("name") or "tf.Variable"})'
+        f'{f" at {site}" if site else ""}. Pieces of the canonical form must '
+        'be pure functions: pass state in and out as tensors.'))
+    raise _VariableCreated()
+
+  return creator
+
+
 class TFComputation:
-  """A pure TensorFlow function with a fixed input signature."""
+  """A pure TensorFlow function with a fixed input signature.
+
+  Traced once (with AutoGraph, so Python control flow over tensors and `for`
+  loops over datasets work); every later use, eager or inside a piece, calls
+  that one concrete function.
+  """
 
   def __init__(self, fn, parameter_specs, name=None, location=None):
     self._fn = fn
@@ -73,6 +165,8 @@ class TFComputation:
     self.name = name or getattr(fn, '__name__', 'tf_computation')
     self.location = location or ir.user_location()
     self._concrete = None
+    self._result_spec = None
+    self._impurities = None
 
   @property
   def parameter_specs(self):
@@ -85,11 +179,21 @@ class TFComputation:
 
   def concrete_function(self):
     if self._concrete is None:
-      function = tf.function(self._fn, input_signature=list(
+      errors = []
+      refuse = _refuse_variables(errors, self.name, self.location)
+      fn = self._fn
+
+      def traced(*args):
+        with tf.variable_creator_scope(refuse):
+          return fn(*args)
+
+      function = tf.function(traced, input_signature=list(
           self._parameter_specs), autograph=True)
       try:
         self._concrete = function.get_concrete_function()
       except Exception as e:  # Name the user's computation on any trace error.
+        if errors:
+          raise errors[0] from None
         raise ir.FederatedError(
             f'tf_computation {self.name!r} defined at {self.location} failed '
             f'to trace: {type(e).__name__}: {e}') from e
@@ -97,27 +201,47 @@ class TFComputation:
 
   @property
   def result_spec(self):
-    """Member structure of the result."""
-    outputs = self.concrete_function().structured_outputs
-    return tf.nest.map_structure(_spec_of, outputs)
+    """Member structure of the result (nameless specs)."""
+    if self._result_spec is None:
+      self._result_spec = ft.member_of(
+          self.concrete_function().structured_outputs)
+    return self._result_spec
 
-  def check_pure(self):
-    """Raises `FederatedError` naming the first impure op."""
-    for op_type, node_name in graph_op_types(self.concrete_function()):
-      if op_type in FORBIDDEN_OPS:
-        raise ir.FederatedError(
-            f'tf_computation {self.name!r} defined at {self.location} is not '
-            f'pure: op {node_name!r} ({op_type}) {FORBIDDEN_OPS[op_type]}. '
-            'Pieces of the canonical form must be pure functions: pass state '
-            'in and out explicitly and use tf.random.stateless_* ops.')
+  def impurities(self):
+    """The forbidden ops of this computation's graph (cached)."""
+    if self._impurities is None:
+      self._impurities = impure_ops(self.concrete_function())
+    return self._impurities
+
+  def check_pure(self, used_by=None):
+    """Raises `FederatedError` naming the first impure op and its line."""
+    impurities = self.impurities()
+    if impurities:
+      use = f' It is used by {used_by}.' if used_by else ''
+      raise ir.FederatedError(
+          f'tf_computation {self.name!r} defined at {self.location} is not '
+          f'pure: {impurities[0]}.{use} Pieces of the canonical form must be '
+          'pure functions: pass state in and out explicitly and use '
+          'tf.random.stateless_* ops with a seed from the inputs.')
+
+  def invoke(self, *args):
+    """Calls the traced function on positional arguments of its signature.
+
+    Eagerly this runs the graph; while tracing a piece it adds one call of
+    the function (no retrace). Arguments are repacked into the declared
+    structures, so a tuple may stand for a namedtuple of the same layout.
+    """
+    args = [tf.nest.pack_sequence_as(spec, tf.nest.flatten(arg))
+            for spec, arg in zip(self._parameter_specs, args)]
+    return self.concrete_function()(*args)
 
   def call_with_member(self, member_value):
     """Calls the function on a value of the (single or tuple) parameter."""
     if not self._parameter_specs:
-      return self._fn()
+      return self.invoke()
     if len(self._parameter_specs) == 1:
-      return self._fn(member_value)
-    return self._fn(*member_value)
+      return self.invoke(member_value)
+    return self.invoke(*member_value)
 
   def parameter_member(self):
     """The member type a federated argument must have."""

@@ -18,6 +18,7 @@ import dataclasses
 
 import tensorflow as tf
 
+from canonical import ir
 from canonical import types as ft
 from encoders.core import structures
 
@@ -32,31 +33,62 @@ class FormError(TypeError):
 
 @dataclasses.dataclass
 class Piece:
-  """One pure TF computation with its input structures and output structure."""
+  """One pure TF computation with its input structures and output structure.
+
+  Traced once, on first use, with `input_specs` as its input signature (an
+  unknown dimension accepts any size); the concrete function is cached.
+  """
   name: str
   function: object       # Python callable, traced with `input_specs`.
   input_specs: tuple     # One member structure per positional argument.
   _concrete: object = None
+  _output_spec: object = None
+
+  def __post_init__(self):
+    self.input_specs = tuple(self.input_specs)
 
   @property
   def concrete_function(self):
     if self._concrete is None:
-      self._concrete = tf.function(
-          self.function, input_signature=list(self.input_specs),
-          autograph=False).get_concrete_function()
+      function = self.function
+
+      def traced(*args):
+        return tf.nest.map_structure(_as_tensor, function(*args))
+
+      try:
+        self._concrete = tf.function(
+            traced, input_signature=list(self.input_specs),
+            autograph=False).get_concrete_function()
+      except (FormError, ir.FederatedError):
+        raise
+      except Exception as e:  # Name the piece on any trace error.
+        raise FormError(
+            f'Piece {self.name!r} {self.input_signature()} failed to trace: '
+            f'{type(e).__name__}: {e}') from e
     return self._concrete
 
   @property
   def output_spec(self):
-    return tf.nest.map_structure(_spec_of,
-                                 self.concrete_function.structured_outputs)
+    if self._output_spec is None:
+      self._output_spec = ft.member_of(
+          self.concrete_function.structured_outputs)
+    return self._output_spec
 
   def __call__(self, *args):
-    return self.concrete_function(*args)
+    if len(args) != len(self.input_specs):
+      raise TypeError(f'Piece {self.name!r} takes {len(self.input_specs)} '
+                      f'arguments {self.input_signature()}, got {len(args)}.')
+    try:
+      return self.concrete_function(*args)
+    except TypeError as e:
+      raise TypeError(f'Piece {self.name!r} {self.input_signature()} was '
+                      f'called with arguments that do not fit: {e}') from e
+
+  def input_signature(self):
+    return '(' + ', '.join(ft.describe(s) for s in self.input_specs) + ')'
 
   def signature(self):
-    inputs = ', '.join(ft.describe(s) for s in self.input_specs)
-    return f'({inputs}) -> {ft.describe(self.output_spec)}'
+    return f'{self.input_signature()} -> {ft.describe(self.output_spec)}'
 
   def op_count(self):
     graph_def = self.concrete_function.graph.as_graph_def()
@@ -64,10 +96,15 @@ class Piece:
         len(f.node_def) for f in graph_def.library.function)
 
 
-def _spec_of(value):
-  if isinstance(value, tf.data.Dataset):
-    return tf.data.DatasetSpec.from_value(value)
-  return tf.TensorSpec.from_tensor(value)
+def _as_tensor(value):
+  if isinstance(value, tf.data.Dataset) or tf.is_tensor(value):
+    return value
+  return tf.convert_to_tensor(value)
+
+
+# Positional inputs of each piece.
+ARITY = dict(initialize=0, prepare=1, work=2, zero=0, accumulate=2, merge=2,
+             report=1, update=2, client_state_init=0)
 
 
 class CanonicalForm:
@@ -103,7 +140,9 @@ class CanonicalForm:
 
   @property
   def state_spec(self):
-    return self.initialize.output_spec
+    """S: the server state type prepare and update take (may be more general
+    than initialize's result, e.g. a dimension that changes between rounds)."""
+    return self.prepare.input_specs[0]
 
   @property
   def broadcast_spec(self):
@@ -122,40 +161,77 @@ class CanonicalForm:
 
   @property
   def client_state_spec(self):
-    return self.client_state_init.output_spec if self.has_client_state else None
+    """The state each client keeps between rounds (None if there is none)."""
+    return self.work.input_specs[0][1] if self.has_client_state else None
+
+  @property
+  def accumulator_spec(self):
+    """A: what the aggregation tier folds clients into."""
+    return self.accumulate.input_specs[0]
+
+  def _check_shapes(self):
+    """Every piece is a `Piece` with the right number of inputs and outputs."""
+    for name, piece in self.pieces.items():
+      if not isinstance(piece, Piece):
+        raise FormError(f'Canonical form {self.name!r}: {name} must be a '
+                        f'Piece, got {type(piece).__name__}.')
+      if len(piece.input_specs) != ARITY[name]:
+        raise FormError(
+            f'Canonical form {self.name!r}: {name} must take {ARITY[name]} '
+            f'inputs, it takes {len(piece.input_specs)} '
+            f'{piece.input_signature()}.')
+    for name, outputs in (('work', '<U, Y>'), ('update', '<S, X>')):
+      spec = getattr(self, name).output_spec
+      if not isinstance(spec, (tuple, list)) or len(spec) != 2:
+        raise FormError(f'Canonical form {self.name!r}: {name} must return a '
+                        f'pair {outputs}, it returns {ft.describe(spec)}.')
+    if self.has_client_state:
+      data = self.work.input_specs[0]
+      if not isinstance(data, (tuple, list)) or len(data) != 2:
+        raise FormError(
+            f'Canonical form {self.name!r}: with client state, work\'s first '
+            'input must be a pair <client data, client state>, it is '
+            f'{ft.describe(data)}.')
 
   def _check_types(self):
-    s = self.initialize.output_spec
-    checks = [
-        ('prepare', 'its input', self.prepare.input_specs[0], s),
-        ('update', 'its server state input', self.update.input_specs[0], s),
-        ('update', 'its new server state', self.update.output_spec[0], s),
-        ('work', 'its broadcast input C', self.work.input_specs[1],
-         self.prepare.output_spec),
-        ('accumulate', 'its client update input U',
-         self.accumulate.input_specs[1], self.work.output_spec[0]),
-    ]
+    self._check_shapes()
+    s = self.prepare.input_specs[0]
+    c = self.prepare.output_spec
+    u = self.work.output_spec[0]
     a = self.accumulate.input_specs[0]
-    checks += [
-        ('zero', 'its accumulator', self.zero.output_spec, a),
-        ('accumulate', 'its result', self.accumulate.output_spec, a),
-        ('merge', 'its first input', self.merge.input_specs[0], a),
-        ('merge', 'its second input', self.merge.input_specs[1], a),
-        ('merge', 'its result', self.merge.output_spec, a),
-        ('report', 'its input', self.report.input_specs[0], a),
+    r = self.report.output_spec
+    takes_s, takes_a = 'prepare takes S =', 'accumulate takes A ='
+    checks = [
+        ('initialize', 'its result', self.initialize.output_spec, takes_s, s),
+        ('update', 'its server state input', self.update.input_specs[0],
+         takes_s, s),
+        ('update', 'its new server state', self.update.output_spec[0], takes_s,
+         s),
+        ('work', 'its broadcast input C', self.work.input_specs[1],
+         'prepare returns C =', c),
+        ('accumulate', 'its client update input U',
+         self.accumulate.input_specs[1], 'work returns U =', u),
+        ('zero', 'its result', self.zero.output_spec, takes_a, a),
+        ('accumulate', 'its result', self.accumulate.output_spec, takes_a, a),
+        ('merge', 'its first input', self.merge.input_specs[0], takes_a, a),
+        ('merge', 'its second input', self.merge.input_specs[1], takes_a, a),
+        ('merge', 'its result', self.merge.output_spec, takes_a, a),
+        ('report', 'its input', self.report.input_specs[0], takes_a, a),
         ('update', 'its aggregate input R', self.update.input_specs[1],
-         self.report.output_spec),
+         'report returns R =', r),
     ]
     if self.has_client_state:
-      y = self.client_state_init.output_spec
+      y = self.work.input_specs[0][1]
       checks += [
-          ('work', 'its client state input', self.work.input_specs[0][1], y),
-          ('work', 'its new client state', self.work.output_spec[1], y),
+          ('client_state_init', 'its result',
+           self.client_state_init.output_spec, 'work takes client state', y),
+          ('work', 'its new client state', self.work.output_spec[1],
+           'work takes client state', y),
       ]
-    for piece, what, actual, expected in checks:
+    for piece, what, actual, source, expected in checks:
       if not ft.same_member(actual, expected):
-        raise FormError(f'Canonical form {self.name!r}: {piece}: {what} has '
-                        f'type {ft.describe(actual)}, expected '
+        raise FormError(f'Canonical form {self.name!r}: {piece}: {what} is '
+                        f'{ft.describe(actual)}, but {source} '
                         f'{ft.describe(expected)}.')
 
   def bits(self, spec):
@@ -179,9 +255,13 @@ class CanonicalForm:
              (f': {self.description}' if self.description else '')]
     for name, piece in self.pieces.items():
       lines.append(f'  {name:<17} {piece.signature()}')
-    lines.append(f'  C (broadcast, per client): {_human_bits(self.broadcast_bits)}')
+    lines.append(f'  C (broadcast, per client): '
+                 f'{_human_bits(self.broadcast_bits)}')
     lines.append(f'  U (aggregated, per client): '
                  f'{_human_bits(self.aggregated_bits)}')
+    if self.has_client_state:
+      lines.append(f'  client state (kept at each client): '
+                   f'{_human_bits(self.bits(self.client_state_spec))}')
     for tensor, encoder in self.encoders.items():
       lines.append(f'  encoder {tensor}: {encoder}')
     text = '\n'.join(lines)

@@ -9,6 +9,7 @@ import dataclasses
 import linecache
 import os
 import sys
+import sysconfig
 import threading
 
 import tensorflow as tf
@@ -32,18 +33,42 @@ class Location:
 
 
 _OWN_DIR = os.path.dirname(os.path.abspath(__file__))
+_STDLIB_DIR = os.path.abspath(sysconfig.get_paths()['stdlib'])
+
+
+def is_library_file(filename):
+  """Whether a frame in `filename` is library code rather than the user's.
+
+  The language core (this folder, not its subpackages), installed packages
+  (TensorFlow, Keras), the standard library and AutoGraph's generated files
+  are library; everything else, `canonical.learning` included, is user code.
+  """
+  if not filename or filename.startswith('<'):
+    return True
+  path = os.path.abspath(filename)
+  parts = path.split(os.sep)
+  return (os.path.dirname(path) == _OWN_DIR or
+          'site-packages' in parts or 'dist-packages' in parts or
+          path.startswith(_STDLIB_DIR + os.sep) or
+          os.path.basename(path).startswith('__autograph_generated_file'))
 
 
 def user_location():
-  """The innermost stack frame outside this package: the user's line."""
+  """The innermost stack frame outside the library: the user's line."""
   frame = sys._getframe(1)  # pylint: disable=protected-access
   while frame is not None:
-    filename = os.path.abspath(frame.f_code.co_filename)
-    if not filename.startswith(_OWN_DIR + os.sep) or os.path.basename(
-        os.path.dirname(filename)) == 'tests':
+    if not is_library_file(frame.f_code.co_filename):
       return Location(frame.f_code.co_filename, frame.f_lineno)
     frame = frame.f_back
   return Location('<unknown>', 0)
+
+
+def location_of_tf_op(op):
+  """The user's line that created TF op `op` (AutoGraph lines mapped back)."""
+  for frame in reversed(list(getattr(op, 'traceback', None) or ())):
+    if not is_library_file(frame.filename):
+      return Location(frame.filename, frame.lineno)
+  return None
 
 
 class Value:
@@ -65,6 +90,18 @@ class Value:
   def __getitem__(self, key):
     from canonical import intrinsics  # pylint: disable=g-import-not-at-top
     return intrinsics.select(self, key)
+
+  def __getattr__(self, name):
+    # Fields of a namedtuple member select like indices: `output.loss`.
+    type_signature = self.__dict__.get('type_signature')
+    if name.startswith('_') or type_signature is None:
+      raise AttributeError(name)
+    fields = getattr(type_signature.member, '_fields', ())
+    if name in fields:
+      return self[fields.index(name)]
+    raise AttributeError(
+        f'{self!r} has no attribute {name!r}' +
+        (f' (its fields are {", ".join(fields)})' if fields else ''))
 
   def __iter__(self):
     member = self.member

@@ -14,17 +14,24 @@ def run_round(form, state, client_data, client_states=None, merge_seed=None):
 
   `client_data` holds one entry per participating client (a tf.data.Dataset or
   tensors, as the form's D says); `client_states` one state per client when the
-  form keeps client state. With `merge_seed`, clients are split into random
+  form keeps client state (None for a client new to the round: the form's
+  `client_state_init` makes its state). With `merge_seed`, clients are split into random
   groups whose accumulators merge in a random binary tree; otherwise they fold
   in order.
   """
   client_data = list(client_data)
   if form.has_client_state:
-    if client_states is None or len(client_states) != len(client_data):
+    client_states = list(client_states if client_states is not None else
+                         [None] * len(client_data))
+    if len(client_states) != len(client_data):
       raise ValueError('run_round: a form with client state needs one client '
                        f'state per client: {len(client_data)} clients, '
-                       f'{None if client_states is None else len(client_states)} '
-                       'states.')
+                       f'{len(client_states)} states.')
+    client_states = [form.client_state_init() if s is None else s
+                     for s in client_states]
+  elif client_states is not None:
+    raise ValueError(f'run_round: form {form.name!r} keeps no client state, '
+                     'but client_states were given.')
   broadcast = form.prepare(state)
   updates, new_client_states = [], []
   for i, data in enumerate(client_data):

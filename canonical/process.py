@@ -40,7 +40,8 @@ class IterativeProcess:
   def _check_signature(self):
     params = self.next.parameter_types
     expected = 3 if self.has_client_state else 2
-    where = f'IterativeProcess next {self.next.name!r}'
+    where = (f'IterativeProcess next {self.next.name!r} (defined at '
+             f'{self.next.location})')
     if len(params) != expected:
       hint = (' (with client state: server state, client data, client state)'
               if self.has_client_state else
@@ -96,13 +97,23 @@ class IterativeProcess:
       for leaf in tf.nest.flatten(result[2]):
         if leaf.placement != ft.CLIENTS:
           raise ir.FederatedError(
-              f'{where} returns {leaf!r} as client state; it must be placed '
-              'at CLIENTS.')
+              f'{where} returns {leaf!r} as client state{_producer_hint(leaf)};'
+              ' it must be placed at CLIENTS (federated_broadcast a server '
+              'value to keep it at the clients).')
+      state_member = tf.nest.map_structure(lambda v: v.member, result[2])
+      if not ft.same_member(_flat_member(state_member),
+                            _flat_member(params[2].member)):
+        raise ir.FederatedError(
+            f'{where} returns a new client state of type '
+            f'{ft.describe(state_member)}, but the client state is '
+            f'{ft.describe(params[2].member)}.')
 
 
 def _producer_hint(value):
   op = value.producer
-  return f' (made by {op.describe()})' if op is not None else ''
+  if op is not None:
+    return f' (made by {op.describe()})'
+  return f' (it is the parameter {value.name!r})' if value.name else ''
 
 
 def _flat_member(member):

@@ -45,12 +45,32 @@ def run_round(process, state, client_data, client_states=None):
   """One round of an `IterativeProcess` by its plain meaning.
 
   Returns `(state, metrics)`, or `(state, metrics, client_states)` with client
-  state.
+  state; a client state of None is a new client's (the process's
+  `client_state_initializer` makes it). The new server state and client
+  states have the structures `next` declares for them.
   """
-  args = [state, list(client_data)]
+  client_data = list(client_data)
+  args = [state, client_data]
+  params = process.next.parameter_types
   if process.has_client_state:
-    args.append(list(client_states))
-  return run(process.next, *args)
+    client_states = list(client_states if client_states is not None else
+                         [None] * len(client_data))
+    if len(client_states) != len(client_data):
+      raise ValueError(f'reference.run_round: {len(client_data)} clients but '
+                       f'{len(client_states)} client states.')
+    args.append([
+        process.client_state_initializer.invoke() if s is None else s
+        for s in client_states])
+  result = run(process.next, *args)
+  new_state = _repack(result[0], params[0].member)
+  if process.has_client_state:
+    return new_state, result[1], [_repack(s, params[2].member)
+                                  for s in result[2]]
+  return new_state, result[1]
+
+
+def _repack(value, member):
+  return tf.nest.pack_sequence_as(member, tf.nest.flatten(value))
 
 
 def _per_client(op, inputs, fn):
@@ -65,7 +85,8 @@ def _run_op(op, inputs, num_clients):
   if kind == 'federated_value':
     value = evaluation.evaluate_op(op, [])
     return value if placement == ft.SERVER else [value] * num_clients
-  if kind in ('federated_map', 'federated_zip', 'select'):
+  if kind in ('federated_map', 'federated_apply', 'federated_zip',
+              'select'):
     if op.inputs and op.inputs[0].placement == ft.CLIENTS:
       return _per_client(op, inputs,
                          lambda args: evaluation.evaluate_op(op, args))

@@ -1,5 +1,6 @@
 """Federated types: a structure of TF type specs placed at the server or at the clients."""
 
+import collections.abc
 import dataclasses
 import enum
 
@@ -39,27 +40,62 @@ def describe(member):
         if spec.shape.rank is not None else '...'
     return f'{spec.dtype.name}[{dims}]'
 
-  if isinstance(member, dict):
-    return '<' + ', '.join(f'{k}={describe(v)}' for k, v in member.items()) + '>'
+  if isinstance(member, collections.abc.Mapping):
+    return '<' + ', '.join(f'{k}={describe(member[k])}'
+                           for k in sorted(member)) + '>'
   if isinstance(member, (list, tuple)):
     return '<' + ', '.join(describe(v) for v in member) + '>'
   return leaf(member)
 
 
+def spec_of(value):
+  """The nameless spec of a tensor, a tensor-like value or a dataset."""
+  if isinstance(value, tf.data.Dataset):
+    return tf.data.DatasetSpec.from_value(value)
+  if isinstance(value, tf.data.DatasetSpec):
+    return value
+  if isinstance(value, tf.TensorSpec):
+    return tf.TensorSpec(value.shape, value.dtype)
+  if not tf.is_tensor(value):
+    value = tf.convert_to_tensor(value)
+  return tf.TensorSpec(value.shape, value.dtype)
+
+
+def member_of(structure):
+  """The member type (structure of nameless specs) of a structure of values."""
+  return tf.nest.map_structure(spec_of, structure)
+
+
+def is_fully_defined(member):
+  """Whether every tensor of `member` has a known shape (datasets never do)."""
+  return all(isinstance(leaf, tf.TensorSpec) and leaf.shape.is_fully_defined()
+             for leaf in tf.nest.flatten(member))
+
+
 def same_member(a, b):
-  """Whether two member structures have the same structure and compatible specs."""
-  try:
-    tf.nest.assert_same_structure(a, b, check_types=False)
-  except (ValueError, TypeError):
-    return False
-  return all(_compatible(x, y)
-             for x, y in zip(tf.nest.flatten(a), tf.nest.flatten(b)))
+  """Whether two member structures have the same structure and compatible specs.
+
+  Sequences compare by length (a tuple matches a list or namedtuple of the
+  same layout), mappings by their keys.
+  """
+  if isinstance(a, collections.abc.Mapping) or isinstance(
+      b, collections.abc.Mapping):
+    return (isinstance(a, collections.abc.Mapping) and
+            isinstance(b, collections.abc.Mapping) and
+            sorted(a) == sorted(b) and
+            all(same_member(a[k], b[k]) for k in a))
+  if isinstance(a, (tuple, list)) or isinstance(b, (tuple, list)):
+    return (isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)) and
+            len(a) == len(b) and all(same_member(x, y) for x, y in zip(a, b)))
+  return _compatible(a, b)
 
 
 def _compatible(a, b):
   if isinstance(a, tf.TensorSpec) and isinstance(b, tf.TensorSpec):
     return a.dtype == b.dtype and a.shape.is_compatible_with(b.shape)
-  return a.is_compatible_with(b)
+  if isinstance(a, tf.data.DatasetSpec) and isinstance(b, tf.data.DatasetSpec):
+    return same_member(a.element_spec, b.element_spec)
+  return False
 
 
 @dataclasses.dataclass(frozen=True)

@@ -46,6 +46,12 @@ class Encoder:
   def stage(self):
     return self._stage
 
+  def __repr__(self):
+    """The tree as `root(key: child, ...)`: `flatten(flattened_values: ...)`."""
+    children = ', '.join(f'{key}: {child!r}'
+                         for key, child in self._children.items())
+    return f'{self._stage.name}({children})' if children else self._stage.name
+
   @property
   def children(self):
     return dict(self._children)

@@ -97,6 +97,9 @@ class GatherEncoder:
   def input_tensorspec(self):
     return self._tensorspec
 
+  def __repr__(self):
+    return f'GatherEncoder({self._encoder!r})'
+
   @property
   def fully_commutes_with_sum(self):
     return self._encoder.fully_commutes_with_sum

@@ -66,6 +66,9 @@ class SimpleEncoder:
   def input_tensorspec(self):
     return self._tensorspec
 
+  def __repr__(self):
+    return f'SimpleEncoder({self._encoder!r})'
+
   @property
   def encoded_spec(self):
     """Dict key -> `tf.TensorSpec` of what `encode` produces: what is sent."""

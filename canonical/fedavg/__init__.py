@@ -1,0 +1,25 @@
+"""Federated averaging with encoded broadcast and aggregation, as in TFF's tutorial.
+
+`build_federated_averaging_process` returns a `canonical.IterativeProcess` that
+`canonical.compile` lowers into the canonical form; the encoded processes
+carry `encoders` (tensor_encoding-compatible) into its prepare, work,
+accumulate and update pieces.
+"""
+
+from canonical.fedavg.averaging import build_federated_averaging_process
+from canonical.fedavg.averaging import ServerState
+from canonical.fedavg.broadcast import build_broadcast_process
+from canonical.fedavg.broadcast import build_encoded_broadcast_process
+from canonical.fedavg.broadcast import build_encoded_broadcast_process_from_model
+from canonical.fedavg.mean import build_encoded_mean_process
+from canonical.fedavg.mean import build_encoded_mean_process_from_model
+from canonical.fedavg.mean import build_weighted_mean_process
+from canonical.fedavg.measured_process import MeasuredProcess
+
+__all__ = [
+    'MeasuredProcess', 'ServerState', 'build_broadcast_process',
+    'build_encoded_broadcast_process',
+    'build_encoded_broadcast_process_from_model', 'build_encoded_mean_process',
+    'build_encoded_mean_process_from_model',
+    'build_federated_averaging_process', 'build_weighted_mean_process',
+]

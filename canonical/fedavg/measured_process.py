@@ -1,0 +1,55 @@
+"""`MeasuredProcess`: a stateful federated building block (a broadcast, a mean).
+
+Like TensorFlow Federated's: `initialize` makes the block's server state and
+`next` advances it by one round. `next` is a federated_computation, so calling
+it while tracing another federated computation inlines it: that is how federated
+averaging composes an encoded broadcast and an encoded mean into its round.
+"""
+
+from canonical import computations
+from canonical import ir
+
+
+class MeasuredProcess:
+  """`initialize` (a tf_computation, no argument) and `next` (a federated_computation).
+
+  `encoders` is the flat tuple of platform encoders the process applies, one per
+  tensor (empty for an unencoded process). With `client_state_initializer` (a
+  tf_computation, no argument) the process also keeps state at each client
+  (error feedback residuals): `next` then takes that state as its last
+  argument and returns the new one as its last result.
+  """
+
+  def __init__(self, initialize, next, value_spec, encoders=(),  # pylint: disable=redefined-builtin
+               client_state_initializer=None, name='process'):
+    if not isinstance(initialize, computations.TFComputation) or (
+        initialize.parameter_specs):
+      raise ir.FederatedError(f'{name}: initialize must be a tf_computation '
+                              f'with no argument, got {initialize!r}.')
+    if not isinstance(next, computations.FederatedComputation):
+      raise ir.FederatedError(
+          f'{name}: next must be a federated_computation, got {next!r}.')
+    self.initialize = initialize
+    self.next = next
+    self.value_spec = value_spec
+    self.encoders = tuple(encoders)
+    self.client_state_initializer = client_state_initializer
+    self.name = name
+
+  @property
+  def state_spec(self):
+    return self.initialize.result_spec
+
+  @property
+  def has_client_state(self):
+    return self.client_state_initializer is not None
+
+  @property
+  def encoded_bits(self):
+    """Bits of one encoded value (all tensors), or None if unencoded."""
+    if not self.encoders:
+      return None
+    return sum(encoder.encoded_bits for encoder in self.encoders)
+
+  def __repr__(self):
+    return f'<MeasuredProcess {self.name}>'
