@@ -5,7 +5,6 @@ below carries a `# line:<name>` marker, and `_where(name)` is its `file:line`.
 """
 
 import os
-import time
 
 import numpy as np
 import pytest
@@ -755,15 +754,10 @@ def _fedavg_process(model):
 
 
 @pytest.mark.slow
-def test_fedavg_cnn_compiles_in_under_a_second():
+def test_fedavg_cnn_compiles_to_pure_pieces():
+  """The tutorial CNN compiles (its speed is measured by benchmarks/compile.py)."""
   from canonical import learning  # pylint: disable=g-import-not-at-top
   model = learning.FunctionalModel.from_keras(learning.models.cnn_28x28)
-  start = time.perf_counter()
-  process = _fedavg_process(model)  # Traces next and its computations.
-  traced = time.perf_counter()
-  form = cf.compile(process)
-  compiled = time.perf_counter()
-  assert compiled - traced < 1.0, f'compile took {compiled - traced:.2f} s'
-  assert compiled - start < 3.0, f'trace+compile took {compiled - start:.2f} s'
+  form = cf.compile(_fedavg_process(model))
   assert form.broadcast_bits == 1_663_370 * 32
   _assert_pieces_pure(form)
