@@ -28,7 +28,7 @@ def compile(process, name=None, description='', encoders=None):  # pylint: disab
   check(process, graph)
   plan = partition(graph, process.has_client_state)
   return emit(process, plan, name=name or graph.name, description=description,
-              encoders=encoders)
+              encoders=process.encoders if encoders is None else encoders)
 
 
 def _is_aggregation(op):

@@ -13,9 +13,12 @@ class IterativeProcess:
   `next` returns `(server_state, metrics)`, or with client state
   `(server_state, metrics, client_state)`; then `client_state_initializer`
   (a tf_computation with no argument) makes a new client's first state.
+  `encoders` optionally describes the encoder applied to each tensor that
+  travels (tensor name -> description), for the form's summary.
   """
 
-  def __init__(self, initialize, next, client_state_initializer=None):  # pylint: disable=redefined-builtin
+  def __init__(self, initialize, next, client_state_initializer=None,  # pylint: disable=redefined-builtin
+               encoders=None):
     if not isinstance(initialize, computations.TFComputation) or (
         initialize.parameter_specs):
       raise ir.FederatedError(
@@ -27,6 +30,8 @@ class IterativeProcess:
     self.initialize = initialize
     self.next = next
     self.client_state_initializer = client_state_initializer
+    # Tensor -> description of its encoder, carried into the compiled form.
+    self.encoders = dict(encoders or {})
     self._check_signature()
 
   @property

@@ -446,3 +446,11 @@ def test_bad_arguments_get_clear_errors(model):
                                              aggregation_process=other)
   with pytest.raises(TypeError, match='FunctionalModel'):
     fedavg.build_federated_averaging_process(lambda: 3, learning.sgd(0.1))
+
+
+def test_summary_names_each_tensors_encoder(encoded):
+  _, form, _, _ = encoded
+  text = form.summary(print_fn=None)
+  assert 'uniform_quantization' in text and 'bitpacking' in text
+  assert any(name.startswith('broadcast[') for name in form.encoders)
+  assert any(name.startswith('aggregation[') for name in form.encoders)

@@ -54,6 +54,14 @@ def _check_process(process, expected_spec, role, builder, model_part):
         f'are {ft.describe(expected_spec)}: build it from the same model_fn.')
 
 
+def _describe_encoders(role, process):
+  """(tensor name, encoder description) for each encoded tensor of `process`."""
+  specs = tf.nest.flatten(process.value_spec)
+  for index, (spec, encoder) in enumerate(zip(specs, process.encoders)):
+    yield (f'{role}[{index}] {spec.dtype.name}{spec.shape.as_list()}',
+           repr(encoder))
+
+
 def build_federated_averaging_process(
     model_fn, client_optimizer_fn,
     server_optimizer_fn=_default_server_optimizer, broadcast_process=None,
@@ -173,6 +181,8 @@ def build_federated_averaging_process(
       return new_state, metrics, new_residual
     return new_state, metrics
 
+  encoders = dict(_describe_encoders('broadcast', broadcast_process))
+  encoders.update(_describe_encoders('aggregation', aggregation_process))
   if error_feedback:
 
     @federated_computation(ft.server(state_spec), ft.clients(data_spec),
@@ -182,10 +192,12 @@ def build_federated_averaging_process(
 
     return process_lib.IterativeProcess(
         initialize, federated_averaging,
-        client_state_initializer=aggregation_process.client_state_initializer)
+        client_state_initializer=aggregation_process.client_state_initializer,
+        encoders=encoders)
 
   @federated_computation(ft.server(state_spec), ft.clients(data_spec))
   def federated_averaging(state, data):  # pylint: disable=function-redefined
     return one_round(state, data)
 
-  return process_lib.IterativeProcess(initialize, federated_averaging)
+  return process_lib.IterativeProcess(initialize, federated_averaging,
+                                      encoders=encoders)
