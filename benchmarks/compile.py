@@ -13,6 +13,8 @@ Reported:
                    the cost of tracing the model once, which compiling cannot avoid
   compile_ratio    compile_seconds / baseline_seconds
   piece_bytes      serialized GraphDef size of each piece
+  form_bytes       size of the form file `canonical.save` writes
+  load_seconds     `canonical.load` of that file (parse, check, import every piece)
 
 Usage (from the repository root):
   python -m benchmarks.compile [--repeats N] [--json PATH]
@@ -20,7 +22,9 @@ Usage (from the repository root):
 
 import argparse
 import json
+import os
 import statistics
+import tempfile
 import time
 
 import tensorflow as tf
@@ -31,6 +35,7 @@ from canonical import fedavg
 from canonical import learning
 
 TARGET_SECONDS = 1.0
+LOAD_TARGET_SECONDS = 1.0
 
 
 def encoder_fn(kind):
@@ -83,6 +88,20 @@ def measure_once():
   return model, form, build_seconds, compile_seconds
 
 
+def measure_load(form, repeats):
+  """(form file bytes, median seconds of canonical.load) for `form`."""
+  with tempfile.TemporaryDirectory() as tmp:
+    path = os.path.join(tmp, 'form.pb')
+    canonical.save(form, path)
+    canonical.load(path)  # Warm up: the loader's one-time TF initialization.
+    seconds = []
+    for _ in range(repeats):
+      start = time.perf_counter()
+      canonical.load(path)
+      seconds.append(time.perf_counter() - start)
+    return os.path.getsize(path), statistics.median(seconds)
+
+
 def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument('--repeats', type=int, default=3)
@@ -103,6 +122,7 @@ def main(argv=None):
                 .SerializeToString())
       for name, piece in form.pieces.items()
   }
+  form_bytes, load_seconds = measure_load(form, args.repeats)
   result = {
       'model': 'cnn_28x28',
       'params': params,
@@ -115,6 +135,9 @@ def main(argv=None):
       'broadcast_bits': form.broadcast_bits,
       'aggregated_bits': form.aggregated_bits,
       'piece_bytes': piece_bytes,
+      'form_bytes': form_bytes,
+      'load_seconds': load_seconds,
+      'load_target_seconds': LOAD_TARGET_SECONDS,
   }
   print(f'federated averaging, 8-bit encoded broadcast and mean, '
         f'{params:,} parameters (median of {args.repeats})')
@@ -124,6 +147,10 @@ def main(argv=None):
         f'{"ok" if result["compile_seconds"] < TARGET_SECONDS else "MISS"})')
   print(f'  trace client_update    {result["baseline_seconds"]:.3f} s '
         f'(compile is {result["compile_ratio"]:.2f}x this)')
+  print(f'  load the saved form    {load_seconds:.3f} s '
+        f'(target < {LOAD_TARGET_SECONDS} s: '
+        f'{"ok" if load_seconds < LOAD_TARGET_SECONDS else "MISS"}), '
+        f'{form_bytes:,} bytes on disk')
   print(f'  C per client           {form.broadcast_bits:,} bits')
   print(f'  U per client           {form.aggregated_bits:,} bits')
   print('  piece         GraphDef bytes')

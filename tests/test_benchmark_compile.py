@@ -24,8 +24,12 @@ def test_compile_benchmark_writes_its_json(tmp_path):
   assert set(result['piece_bytes']) == {
       'initialize', 'prepare', 'work', 'zero', 'accumulate', 'merge', 'report',
       'update'}
+  assert 0 < result['load_seconds'] < result['load_target_seconds']
+  # The form holds the initial weights: at least 4 bytes a parameter.
+  assert result['form_bytes'] > 4 * result['params']
   # 8-bit encoding of the large variables: about a quarter of 32 bits a weight.
   uncompressed = 32 * result['params']
   assert 0.25 < result['broadcast_bits'] / uncompressed < 0.26
   assert 0.25 < result['aggregated_bits'] / uncompressed < 0.26
   assert 'compile' in run.stdout and 'GraphDef bytes' in run.stdout
+  assert 'load the saved form' in run.stdout

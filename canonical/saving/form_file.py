@@ -1,0 +1,184 @@
+"""`save(form, path)` and `load(path)`: a canonical form as a self-contained file.
+
+A saved form runs in any process with TensorFlow, without the Python code
+that built it. A form file may come from anywhere, so loading refuses, with a
+`FormError` naming the file and the problem: anything that is not an intact
+form of a known format version (see envelope.py), ops outside the allowlist
+(op_allowlist.py) unless the caller opts in, bindings that do not fit their
+graph, and pieces whose types do not connect (CanonicalForm's own check).
+"""
+
+import importlib.metadata
+import os
+import tempfile
+
+import tensorflow as tf
+from google.protobuf import message
+
+from canonical import form as form_lib
+from canonical.form import FormError
+from canonical.saving import canonical_form_pb2
+from canonical.saving import envelope
+from canonical.saving import graph_piece
+from canonical.saving import op_allowlist
+from canonical.saving import structure_coding
+
+REQUIRED_PIECES = form_lib.PIECES
+OPTIONAL_PIECES = ('client_state_init',)
+
+
+def _producer_version():
+  try:
+    return 'fedcanon ' + importlib.metadata.version('fedcanon')
+  except importlib.metadata.PackageNotFoundError:
+    return 'fedcanon (not installed)'
+
+
+def to_proto(form):
+  """The `fedcanon.Form` message of a `CanonicalForm`."""
+  if not isinstance(form, form_lib.CanonicalForm):
+    raise FormError(f'save expects a CanonicalForm, got {type(form).__name__}.')
+  proto = canonical_form_pb2.Form(
+      format_version=envelope.FORMAT_VERSION,
+      producer_version=_producer_version(),
+      tensorflow_version=tf.__version__, name=form.name,
+      description=form.description,
+      pieces=[graph_piece.export_piece(p) for p in form.pieces.values()])
+  for tensor, encoder in form.encoders.items():
+    proto.encoders.add(tensor=str(tensor), encoder=str(encoder))
+  if form.broadcast_bits is not None:
+    proto.broadcast_bits = form.broadcast_bits
+  if form.aggregated_bits is not None:
+    proto.aggregated_bits = form.aggregated_bits
+  return proto
+
+
+def to_bytes(form):
+  """The file contents of `form`: envelope and serialized `fedcanon.Form`."""
+  return envelope.wrap(to_proto(form).SerializeToString())
+
+
+def save(form, path):
+  """Writes `form` to `path` atomically (a temporary file, then a rename)."""
+  data = to_bytes(form)
+  path = os.fspath(path)
+  directory = os.path.dirname(os.path.abspath(path))
+  fd, tmp = tempfile.mkstemp(prefix='.' + os.path.basename(path) + '.',
+                             suffix='.tmp', dir=directory)
+  try:
+    with os.fdopen(fd, 'wb') as f:
+      f.write(data)
+      f.flush()
+      os.fsync(f.fileno())
+    os.replace(tmp, path)
+  except BaseException:
+    if os.path.exists(tmp):
+      os.remove(tmp)
+    raise
+  return path
+
+
+def parse(data, where='form'):
+  """The checked `fedcanon.Form` message of file contents `data`."""
+  payload, version = envelope.unwrap(data, where)
+  proto = canonical_form_pb2.Form()
+  try:
+    proto.ParseFromString(payload)
+  except (message.DecodeError, RecursionError, ValueError) as e:
+    raise FormError(f'{where}: the form does not parse ({e}).') from None
+  if proto.format_version != version:
+    raise FormError(f'{where}: the form says format version '
+                    f'{proto.format_version}, its header {version}.')
+  names = [p.name for p in proto.pieces]
+  for name in names:
+    if name not in REQUIRED_PIECES + OPTIONAL_PIECES:
+      raise FormError(f'{where}: unknown piece {name!r}.')
+    if names.count(name) > 1:
+      raise FormError(f'{where}: piece {name!r} appears {names.count(name)} '
+                      'times.')
+  missing = [name for name in REQUIRED_PIECES if name not in names]
+  if missing:
+    raise FormError(f'{where}: the form lacks piece(s) {", ".join(missing)}.')
+  return proto
+
+
+def from_bytes(data, where='form', allow_ops=(), allow_any_op=False):
+  """The `CanonicalForm` of file contents `data` (see `load`)."""
+  proto = parse(data, where)
+  allowed = op_allowlist.default_allowed_ops() | frozenset(allow_ops)
+  pieces = {p.name: _load_piece(p, where, allowed, allow_any_op)
+            for p in proto.pieces}
+  try:
+    form = form_lib.CanonicalForm(
+        name=proto.name, description=proto.description,
+        encoders={e.tensor: e.encoder for e in proto.encoders}, **pieces)
+  except FormError as e:
+    raise FormError(f'{where}: {e}') from None
+  for what, field, bits in (
+      ('C', 'broadcast_bits', form.broadcast_bits),
+      ('U', 'aggregated_bits', form.aggregated_bits)):
+    stored = getattr(proto, field) if proto.HasField(field) else None
+    if stored != bits:
+      raise FormError(f'{where}: the file says {what} is {stored} bits per '
+                      f'client, its pieces say {bits}.')
+  return form
+
+
+def _load_piece(proto, where, allowed, allow_any_op):
+  what = f'{where}: piece {proto.name!r}'
+  if not allow_any_op:
+    refused = op_allowlist.refused_op(proto.graph, allowed)
+    if refused:
+      op, node = refused
+      raise FormError(
+          f'{what} holds op {op!r} ({node}), which is not in the allowlist of '
+          'pure computation; load it only if you trust the file, with '
+          f'load(..., allow_ops={{{op!r}}}) or allow_any_op=True.')
+  try:
+    input_specs = structure_coding.decode(proto.input_structure)
+    output_spec = structure_coding.decode(proto.output_structure)
+  except structure_coding.StructureError as e:
+    raise FormError(f'{what}: bad input or output structure: {e}') from None
+  arity = form_lib.ARITY[proto.name]
+  if not isinstance(input_specs, tuple) or len(input_specs) != arity:
+    raise FormError(f'{what}: takes {arity} inputs, the file declares '
+                    f'{input_specs!r}.')
+  graph_def = tf.compat.v1.GraphDef()
+  graph_def.CopyFrom(proto.graph)
+  for node in graph_def.node:  # Run where the loader runs, nowhere else.
+    node.device = ''
+  for function in graph_def.library.function:
+    for node in function.node_def:
+      node.device = ''
+  try:
+    return graph_piece.GraphPiece(proto.name, graph_def, input_specs,
+                                  proto.input_tensors, output_spec,
+                                  proto.output_tensors)
+  except graph_piece.BindingError as e:
+    raise FormError(f'{what}: {e}.') from None
+  except Exception as e:  # TF's importer raises many kinds on a bad graph.
+    raise FormError(f'{what}: its graph does not import: '
+                    f'{type(e).__name__}: {_first_line(e)}') from None
+
+
+def _first_line(error):
+  text = str(error).strip()
+  return text.splitlines()[0] if text else ''
+
+
+def load(path, allow_ops=(), allow_any_op=False):
+  """The `CanonicalForm` saved at `path`, runnable without its builder's code.
+
+  Refuses (`FormError`) a file that is not an intact form of a known format
+  version, and a graph holding ops outside the default allowlist of pure
+  computation: name extra ops in `allow_ops`, or pass `allow_any_op=True`,
+  only for a file you trust.
+  """
+  path = os.fspath(path)
+  try:
+    with open(path, 'rb') as f:
+      data = f.read()
+  except OSError as e:
+    raise FormError(f'{path}: cannot read the form: {e.strerror or e}.') from None
+  return from_bytes(data, path, allow_ops=allow_ops,
+                    allow_any_op=allow_any_op)

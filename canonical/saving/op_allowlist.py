@@ -1,0 +1,89 @@
+"""Which TensorFlow ops a loaded form may hold, unless the caller opts in.
+
+A form file may come from anywhere, and running a piece runs every op in its
+graph. The default allows the op libraries of pure in-memory computation
+(math, nn, array, bitwise, control flow, function calls, stateless random,
+linalg, strings, parsing, sparse, ragged, tensor lists, datasets built from
+tensors), minus their members that touch files, other processes or the
+interpreter, and minus stateful ops other than a few known harmless ones
+(function calls, Assert, dataset iteration). Everything else is refused:
+`PyFunc` / `EagerPyFunc` (Python code), file and network I/O (`ReadFile`,
+`WriteFile`, `Save`, `Restore`, `MatchingFiles`, file-reading datasets,
+`PrintV2` to a file), variables, queues and lookup tables, stateful random,
+collectives, `RemoteCall`, `Abort`.
+"""
+
+import functools
+
+_ALLOWED_LIBRARIES = frozenset({
+    'gen_array_ops', 'gen_bitwise_ops', 'gen_control_flow_ops',
+    'gen_dataset_ops', 'gen_functional_ops', 'gen_linalg_ops',
+    'gen_list_ops', 'gen_logging_ops', 'gen_manip_ops', 'gen_math_ops',
+    'gen_nn_ops', 'gen_optional_ops', 'gen_parsing_ops',
+    'gen_ragged_array_ops', 'gen_ragged_conversion_ops',
+    'gen_ragged_math_ops', 'gen_random_index_shuffle_ops', 'gen_set_ops',
+    'gen_sparse_ops', 'gen_special_math_ops', 'gen_spectral_ops',
+    'gen_stateless_random_ops', 'gen_stateless_random_ops_v2',
+    'gen_string_ops',
+})
+
+# Stateful ops of those libraries that only compute (in this process).
+_HARMLESS_STATEFUL = frozenset({
+    'StatefulPartitionedCall', 'If', 'While', 'Case', 'Assert',
+    'CheckNumerics', 'CheckNumericsV2', 'GuaranteeConst',
+    'StatelessRandomGetAlg', 'ReduceDataset', 'DatasetToSingleElement',
+    'RangeDataset', 'TensorDataset', 'TensorSliceDataset',
+    'SparseTensorSliceDataset', 'AnonymousIterator', 'AnonymousIteratorV2',
+    'AnonymousIteratorV3', 'MakeIterator', 'DeleteIterator',
+    'IteratorGetNext', 'IteratorGetNextSync', 'IteratorGetNextAsOptional',
+})
+
+# Stateless ops of those libraries that still reach outside the process.
+_REFUSED = frozenset({
+    'Abort',             # ends the process
+    'ImmutableConst',    # memory-maps a file
+    'CacheDataset',      # writes a cache file
+    'DatasetFromGraph',  # a dataset from a GraphDef no one checked
+})
+
+
+def _library_of(op_class):
+  return getattr(op_class, '__module__', '').rsplit('.', 1)[-1]
+
+
+@functools.lru_cache(maxsize=None)
+def default_allowed_ops():
+  """The op names a form may hold by default (computed once per process)."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from tensorflow.python.framework import op_def_registry  # pylint: disable=g-import-not-at-top
+  allowed = {'Placeholder', 'Const', 'NoOp'}
+  for name in dir(tf.raw_ops):
+    if name.startswith('_') or name in _REFUSED:
+      continue
+    if _library_of(getattr(tf.raw_ops, name)) not in _ALLOWED_LIBRARIES:
+      continue
+    op_def = op_def_registry.get(name)
+    if op_def is None:
+      continue
+    if op_def.is_stateful and name not in _HARMLESS_STATEFUL:
+      continue
+    allowed.add(name)
+  return frozenset(allowed)
+
+
+def ops_of(graph_def):
+  """(op name, where) for every node of a GraphDef and of its functions."""
+  for node in graph_def.node:
+    yield node.op, f'node {node.name!r}'
+  for function in graph_def.library.function:
+    for node in function.node_def:
+      yield node.op, (f'node {node.name!r} of function '
+                      f'{function.signature.name!r}')
+
+
+def refused_op(graph_def, allowed):
+  """The first `(op, where)` of `graph_def` not in `allowed`, or None."""
+  for op, where in ops_of(graph_def):
+    if op not in allowed:
+      return op, where
+  return None
