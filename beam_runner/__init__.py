@@ -1,0 +1,13 @@
+"""Runs a canonical form's rounds as Apache Beam batch pipelines."""
+
+from beam_runner.client_data import ClientDataError
+from beam_runner.client_data import InMemoryClientData
+from beam_runner.client_data import TFRecordClientData
+from beam_runner.client_data import write_client_data
+from beam_runner.form_source import FormSource
+from beam_runner.run_dir import RunDir
+from beam_runner.run_dir import RunDirError
+from beam_runner.runner import RoundError
+from beam_runner.runner import run
+from beam_runner.runner import RunResult
+from beam_runner.runner import sample_clients

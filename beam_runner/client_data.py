@@ -1,0 +1,234 @@
+"""Client data sources: where each worker reads the data of its clients.
+
+A source lists its client ids, describes its element type, and reads one
+client's data (a tf.data.Dataset, or a structure of tensors) by id. Two kinds:
+
+- `InMemoryClientData`: a dict client id -> data in the driver process, for
+  tests and the in-process runner (workers in other processes cannot see it).
+- `TFRecordClientData`: a directory with one TFRecord file per client and a
+  JSON description of the element type, written by `write_client_data`. Each
+  record is a `tf.train.Example` holding the element's flat tensors, each
+  serialized by `tf.io.serialize_tensor`; a dataset keeps its elements (and so
+  its batching) record for record.
+"""
+
+import json
+import os
+import urllib.parse
+import uuid
+import weakref
+
+import tensorflow as tf
+
+from canonical import types as ft
+
+SPEC_FILE = 'element_spec.json'
+CLIENTS_DIR = 'clients'
+_SUFFIX = '.tfrecord'
+
+_REGISTRY = {}
+
+
+class ClientDataError(ValueError):
+  """Client data that does not fit the form, or cannot be read."""
+
+
+def file_name(client_id):
+  """A file name for a client id (any string), reversible by `client_id_of`."""
+  name = urllib.parse.quote(str(client_id), safe='')
+  return name.replace('.', '%2E') if name.strip('.') == '' else name
+
+
+def client_id_of(name):
+  return urllib.parse.unquote(name)
+
+
+class InMemoryClientData:
+  """A dict client id -> data (Dataset or tensors); ids become strings."""
+
+  def __init__(self, data):
+    by_id = {}
+    for client_id, value in data.items():
+      key = str(client_id)
+      if key in by_id:
+        raise ClientDataError(f'Client ids {client_id!r} and another id both '
+                              f'read as {key!r}.')
+      by_id[key] = value
+    self._key = str(uuid.uuid4())
+    self._data = by_id
+    _REGISTRY[self._key] = by_id
+    weakref.finalize(self, _REGISTRY.pop, self._key, None)
+
+  def __getstate__(self):
+    return {'_key': self._key, '_data': None}
+
+  def _values(self):
+    data = self._data if self._data is not None else _REGISTRY.get(self._key)
+    if data is None:
+      raise ClientDataError(
+          'In-memory client data lives in the driver process and cannot reach '
+          'this worker process: write it with beam_runner.write_client_data '
+          'and pass the directory, or use the in-process runner.')
+    return data
+
+  def client_ids(self):
+    return sorted(self._values())
+
+  def describe(self):
+    return f'in-memory client data ({len(self._values())} clients)'
+
+  def check(self, spec):
+    """Raises `ClientDataError` unless every client's data has type `spec`."""
+    for client_id, value in sorted(self._values().items()):
+      actual = ft.member_of(value)
+      if not ft.same_member(actual, spec):
+        raise ClientDataError(
+            f'Client {client_id!r} of {self.describe()} has data of type '
+            f'{ft.describe(actual)}, but the form takes client data '
+            f'{ft.describe(spec)}.')
+
+  def read(self, client_id, spec):
+    del spec
+    return self._values()[client_id]
+
+
+class TFRecordClientData:
+  """A directory of per-client TFRecord files (see `write_client_data`)."""
+
+  def __init__(self, directory):
+    self.directory = os.fspath(directory)
+    spec_path = os.path.join(self.directory, SPEC_FILE)
+    if not os.path.exists(spec_path):
+      raise ClientDataError(
+          f'{self.directory!r} is not a client data directory: it has no '
+          f'{SPEC_FILE} (write one with beam_runner.write_client_data).')
+    with open(spec_path) as f:
+      self.spec = spec_from_json(json.load(f))
+
+  def client_ids(self):
+    names = os.listdir(os.path.join(self.directory, CLIENTS_DIR))
+    return sorted(client_id_of(n[:-len(_SUFFIX)]) for n in names
+                  if n.endswith(_SUFFIX))
+
+  def describe(self):
+    return f'client data directory {self.directory!r}'
+
+  def check(self, spec):
+    if not ft.same_member(self.spec, spec):
+      raise ClientDataError(
+          f'The {self.describe()} holds data of type '
+          f'{ft.describe(self.spec)}, but the form takes client data '
+          f'{ft.describe(spec)}.')
+
+  def path(self, client_id):
+    return os.path.join(self.directory, CLIENTS_DIR,
+                        file_name(client_id) + _SUFFIX)
+
+  def read(self, client_id, spec):
+    """The client's data, structured as the form's `spec` says."""
+    path = self.path(client_id)
+    if not os.path.exists(path):
+      raise ClientDataError(f'Client {client_id!r} has no data file {path!r}.')
+    element = spec.element_spec if isinstance(spec, tf.data.DatasetSpec) \
+        else spec
+    parse = _parser(element)
+    records = tf.data.TFRecordDataset(path)
+    if isinstance(spec, tf.data.DatasetSpec):
+      return records.map(parse)
+    values = list(records.take(2))
+    if len(values) != 1:
+      raise ClientDataError(f'Client {client_id!r}: {path!r} must hold exactly '
+                            f'one record, it holds {len(values)}+.')
+    return parse(values[0])
+
+
+def _parser(element_spec):
+  leaves = tf.nest.flatten(element_spec)
+  features = {f'{i}': tf.io.FixedLenFeature([], tf.string)
+              for i in range(len(leaves))}
+
+  def parse(record):
+    parsed = tf.io.parse_single_example(record, features)
+    tensors = []
+    for i, leaf in enumerate(leaves):
+      tensor = tf.io.parse_tensor(parsed[f'{i}'], leaf.dtype)
+      tensors.append(tf.ensure_shape(tensor, leaf.shape))
+    return tf.nest.pack_sequence_as(element_spec, tensors)
+
+  return parse
+
+
+def _example(element):
+  feature = {
+      f'{i}': tf.train.Feature(bytes_list=tf.train.BytesList(
+          value=[tf.io.serialize_tensor(t).numpy()]))
+      for i, t in enumerate(tf.nest.flatten(element))}
+  return tf.train.Example(features=tf.train.Features(feature=feature))
+
+
+def write_client_data(directory, data):
+  """Writes a dict client id -> data (Dataset or tensors) as per-client
+  TFRecord files; returns a `TFRecordClientData` over them.
+
+  Every client's data must have the same type. Each file is written whole
+  or not at all.
+  """
+  directory = os.fspath(directory)
+  os.makedirs(os.path.join(directory, CLIENTS_DIR), exist_ok=True)
+  spec = None
+  for client_id, value in sorted(data.items(), key=lambda kv: str(kv[0])):
+    value_spec = ft.member_of(value)
+    if spec is None:
+      spec = value_spec
+    elif not ft.same_member(value_spec, spec):
+      raise ClientDataError(
+          f'Client {client_id!r} has data of type {ft.describe(value_spec)}, '
+          f'the clients before it {ft.describe(spec)}.')
+    elements = value if isinstance(value, tf.data.Dataset) else [value]
+    path = os.path.join(directory, CLIENTS_DIR, file_name(client_id) + _SUFFIX)
+    with tf.io.TFRecordWriter(path + '.partial') as writer:
+      for element in elements:
+        writer.write(_example(element).SerializeToString())
+    os.replace(path + '.partial', path)
+  if spec is None:
+    raise ClientDataError('write_client_data: no clients given.')
+  with open(os.path.join(directory, SPEC_FILE), 'w') as f:
+    json.dump(spec_to_json(spec), f, indent=1)
+  return TFRecordClientData(directory)
+
+
+def source_of(client_data):
+  """A source for a dict (in memory), a directory path, or a source."""
+  if isinstance(client_data, (InMemoryClientData, TFRecordClientData)):
+    return client_data
+  if isinstance(client_data, dict):
+    return InMemoryClientData(client_data)
+  if isinstance(client_data, (str, os.PathLike)):
+    return TFRecordClientData(client_data)
+  raise TypeError('client_data must be a dict client id -> data, a client '
+                  'data directory or a client data source, got '
+                  f'{type(client_data).__name__}.')
+
+
+def spec_to_json(spec):
+  """A member type (structure of TensorSpec / DatasetSpec) as plain JSON."""
+  if isinstance(spec, tf.data.DatasetSpec):
+    return {'dataset': spec_to_json(spec.element_spec)}
+  if isinstance(spec, tf.TensorSpec):
+    shape = None if spec.shape.rank is None else spec.shape.as_list()
+    return {'dtype': spec.dtype.name, 'shape': shape}
+  if isinstance(spec, dict):
+    return {'dict': {str(k): spec_to_json(v) for k, v in spec.items()}}
+  if isinstance(spec, (tuple, list)):
+    return {'tuple': [spec_to_json(v) for v in spec]}
+  raise TypeError(f'Cannot describe {spec!r} as client data type.')
+
+
+def spec_from_json(value):
+  if 'dataset' in value:
+    return tf.data.DatasetSpec(spec_from_json(value['dataset']))
+  if 'dtype' in value:
+    return tf.TensorSpec(value['shape'], tf.as_dtype(value['dtype']))
+  if 'dict' in value:
+    return {k: spec_from_json(v) for k, v in value['dict'].items()}
+  return tuple(spec_from_json(v) for v in value['tuple'])

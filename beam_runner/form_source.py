@@ -1,0 +1,66 @@
+"""`FormSource`: how a Beam worker gets its canonical form, once per process.
+
+A form travels to workers as a small token, never as pickled pieces: a path
+to a saved form (loaded with `canonical.load`), or, for forms built in the
+driver and run on the in-process runner, a key into this process's registry.
+Workers share one loaded form per process through `apache_beam.utils.shared`.
+"""
+
+import os
+import uuid
+import weakref
+
+from apache_beam.utils import shared
+
+# In-memory forms by key; only the driver's own process can see them.
+_REGISTRY = weakref.WeakValueDictionary()
+
+
+class FormSource:
+  """A picklable handle to a form: `get()` returns it, loaded once per process."""
+
+  def __init__(self, path=None, key=None, description=''):
+    self.path = path
+    self.key = key
+    self.description = description
+    self._shared = shared.Shared()
+    self._form = None
+
+  @classmethod
+  def of(cls, form_or_path):
+    """A source for a `CanonicalForm` (held in memory) or a saved form's path."""
+    if isinstance(form_or_path, FormSource):
+      return form_or_path
+    if isinstance(form_or_path, (str, os.PathLike)):
+      path = os.fspath(form_or_path)
+      return cls(path=path, description=path)
+    from canonical import form as form_lib  # pylint: disable=g-import-not-at-top
+    if not isinstance(form_or_path, form_lib.CanonicalForm):
+      raise TypeError('beam_runner: expected a CanonicalForm or the path of a '
+                      f'saved form, got {type(form_or_path).__name__}.')
+    key = str(uuid.uuid4())
+    _REGISTRY[key] = form_or_path
+    source = cls(key=key, description=f'in-memory form {form_or_path.name!r}')
+    source._form = form_or_path  # Keeps the registry entry alive.
+    return source
+
+  def __getstate__(self):
+    state = dict(self.__dict__)
+    state['_form'] = None
+    return state
+
+  def get(self):
+    """The form, loaded at most once per process (shared by all threads)."""
+    return self._shared.acquire(self._load, tag=self.path or self.key)
+
+  def _load(self):
+    if self.path is not None:
+      import canonical  # pylint: disable=g-import-not-at-top
+      return canonical.load(self.path)
+    form = _REGISTRY.get(self.key)
+    if form is None:
+      raise RuntimeError(
+          f'The {self.description} lives in the driver process and cannot '
+          'reach this worker process: save the form and pass its path, or '
+          'use the in-process runner (the default).')
+    return form

@@ -1,0 +1,437 @@
+"""beam_runner: rounds on Beam's in-process runner equal the local loop.
+
+Each process runs a few rounds through `beam_runner.run` and, with the same
+sampled clients and client states, through `canonical.run_round`. Results
+match bit for bit where no float sum is reordered, to a tight tolerance
+otherwise. Then: client data from TFRecord shards, spec checks, atomic
+rounds and resuming, bit accounting.
+"""
+
+import json
+import os
+import pickle
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import beam_runner
+import canonical as cf
+from beam_runner import round_pipeline
+from beam_runner import tensor_io
+
+F = tf.TensorSpec([], tf.float32)
+I = tf.TensorSpec([], tf.int32)
+F2 = tf.TensorSpec([2], tf.float32)
+I3 = tf.TensorSpec([3], tf.int32)
+
+
+def _flat(structure):
+  return [np.asarray(x) for x in tf.nest.flatten(structure)]
+
+
+def _assert_same(actual, expected, exact, what=''):
+  a, e = _flat(actual), _flat(expected)
+  assert len(a) == len(e), what
+  for x, y in zip(a, e):
+    assert x.shape == y.shape, what
+    if exact:
+      np.testing.assert_array_equal(x, y, err_msg=what)
+    else:
+      np.testing.assert_allclose(x, y, rtol=2e-6, atol=1e-6, err_msg=what)
+
+
+def _local_rounds(form, data, rounds, clients_per_round, seed=0):
+  """The local loop over the same sampled clients; yields per round
+  (state, metrics, {client: client state kept})."""
+  state, kept = form.initialize(), {}
+  for number in range(1, rounds + 1):
+    ids = beam_runner.sample_clients(list(data), clients_per_round, seed,
+                                     number)
+    values = [data[i] for i in ids]
+    if form.has_client_state:
+      state, metrics, states = cf.run_round(form, state, values,
+                                            [kept.get(i) for i in ids])
+      kept.update(zip(ids, states))
+    else:
+      state, metrics = cf.run_round(form, state, values)
+    yield state, metrics, dict(kept)
+
+
+def _check_against_local(form, data, rounds, clients_per_round, tmp_path,
+                         exact, client_data=None):
+  data = {str(k): v for k, v in data.items()}
+  out = tmp_path / 'run'
+  lines = []
+  result = beam_runner.run(form, client_data or data, rounds,
+                           clients_per_round, out, progress=lines.append)
+  assert result.rounds == rounds and len(lines) == rounds
+  run = beam_runner.RunDir(out)
+  store = beam_runner.client_states.ClientStateStore(run.client_states_dir)
+  for number, (state, metrics, kept) in enumerate(
+      _local_rounds(form, data, rounds, clients_per_round), start=1):
+    beam_state = tensor_io.read_tensors(run.state_path(number),
+                                        form.state_spec)
+    _assert_same(beam_state, state, exact, f'state, round {number}')
+    beam_metrics = run.outcome(number)['metrics']
+    expected = round_pipeline.metrics_to_json(metrics)
+    assert sorted(beam_metrics) == sorted(expected)
+    for key in expected:
+      _assert_same(beam_metrics[key], expected[key], exact,
+                   f'metric {key}, round {number}')
+  for client, client_state in kept.items():
+    version = store.latest(client, rounds + 1)
+    _assert_same(store.read(client, version, form.client_state_spec),
+                 client_state, exact, f'client {client}')
+  _assert_same(result.state, state, exact, 'final state')
+  return result, kept
+
+
+# ----------------------------------------------------------------------------
+# Tensor files and the accumulator coder
+
+
+def test_tensor_bytes_round_trip_every_dtype_and_shape():
+  arrays = [np.float32(1.5), np.arange(6, dtype=np.int64).reshape(2, 3),
+            np.zeros([0, 4], np.float32), np.array([True, False]),
+            np.array([b'ab', b'', b'\x00z'], dtype=object),
+            np.array(7, np.uint8)]
+  decoded = tensor_io.decode(tensor_io.encode(arrays))
+  assert len(decoded) == len(arrays)
+  for a, d in zip(arrays, decoded):
+    assert np.asarray(a).shape == d.shape
+    np.testing.assert_array_equal(a, d)
+    assert tf.as_dtype(np.asarray(a).dtype) == tf.as_dtype(d.dtype)
+  coder = round_pipeline.FlatTensorsCoder()
+  assert coder.is_deterministic()
+  again = coder.decode(coder.encode(decoded))
+  np.testing.assert_array_equal(again[1], arrays[1])
+  assert tensor_io.bits(arrays) == 32 + 6 * 64 + 0 + 2 * 8 + 8 * 4 + 8
+  with pytest.raises(ValueError, match='magic'):
+    tensor_io.decode(b'nope' + tensor_io.encode(arrays)[4:])
+  with pytest.raises(ValueError, match='Truncated or corrupt'):
+    tensor_io.decode(tensor_io.encode(arrays)[:-3])
+
+
+def test_form_source_pickles_as_a_small_token():
+  form = cf.compile(_sum_process())
+  source = beam_runner.FormSource.of(form)
+  data = pickle.dumps(source)
+  assert len(data) < 1000
+  assert pickle.loads(data).get() is form
+  assert beam_runner.FormSource.of(source) is source
+
+
+def test_sampling_is_a_pure_function_of_seed_and_round():
+  ids = [f'c{i}' for i in range(20)]
+  first = beam_runner.sample_clients(ids, 5, seed=3, round_number=1)
+  assert first == beam_runner.sample_clients(list(reversed(ids)), 5, 3, 1)
+  assert len(set(first)) == 5
+  assert first != beam_runner.sample_clients(ids, 5, 3, 2)
+  assert first != beam_runner.sample_clients(ids, 5, 4, 1)
+  assert sorted(beam_runner.sample_clients(ids, 50, 3, 1)) == sorted(ids)
+
+
+# ----------------------------------------------------------------------------
+# Equivalence with canonical.run_round
+
+
+@cf.tf_computation(I)
+def _increment(n):
+  return n + 1
+
+
+def _sum_process():
+
+  @cf.federated_computation(cf.server(I), cf.clients(I3))
+  def next_fn(state, data):
+    return cf.federated_map(_increment, state), cf.federated_sum(data)
+
+  return cf.IterativeProcess(cf.tf_computation(lambda: tf.constant(0)),
+                             next_fn)
+
+
+@pytest.mark.slow
+def test_sum_of_integers_is_bit_exact(tmp_path, monkeypatch):
+  encoded = []
+  encode = round_pipeline.FlatTensorsCoder.encode
+  monkeypatch.setattr(round_pipeline.FlatTensorsCoder, 'encode',
+                      lambda self, v: encoded.append(v) or encode(self, v))
+  form = cf.compile(_sum_process())
+  rng = np.random.default_rng(0)
+  data = {f'c{i}': rng.integers(-100, 100, [3]).astype(np.int32)
+          for i in range(9)}
+  result, _ = _check_against_local(form, data, 3, 4, tmp_path, exact=True)
+  # Accumulators crossed the combine's shuffle through our coder.
+  assert encoded and all(len(a) == len(tf.nest.flatten(form.accumulator_spec))
+                         for a in encoded)
+  assert int(result.state) == 3
+  outcome = result.outcomes[0]
+  assert outcome['clients_ok'] == 4 and outcome['clients_dropped'] == 0
+  # C is empty here; each U is the int32[3] sum input.
+  assert outcome['bits_aggregated'] == 4 * 3 * 32
+
+
+@pytest.mark.slow
+def test_weighted_mean_with_broadcast(tmp_path):
+
+  @cf.tf_computation(F2, F2)
+  def step(state, mean):
+    return 0.5 * state + mean
+
+  @cf.tf_computation((F2, F), F2)
+  def shifted(data, center):
+    return data[0] - center, data[1]
+
+  @cf.federated_computation(cf.server(F2), cf.clients((F2, F)))
+  def next_fn(state, data):
+    delta, weight = cf.federated_map(
+        shifted, (data, cf.federated_broadcast(state)))
+    weighted = cf.federated_mean(delta, weight=weight)
+    return cf.federated_map(step, (state, weighted)), cf.federated_mean(delta)
+
+  process = cf.IterativeProcess(
+      cf.tf_computation(lambda: tf.ones([2])), next_fn)
+  form = cf.compile(process)
+  rng = np.random.default_rng(2)
+  data = {i: (rng.normal(size=[2]).astype(np.float32),
+              np.float32(rng.uniform(0.5, 3.0))) for i in range(7)}
+  result, _ = _check_against_local(form, data, 3, 5, tmp_path, exact=False)
+  outcome = result.outcomes[-1]
+  assert outcome['bits_broadcast'] == 5 * form.broadcast_bits
+  assert outcome['bits_aggregated'] == 5 * form.aggregated_bits
+  with open(tmp_path / 'run' / 'metrics.jsonl') as f:
+    logged = [json.loads(line) for line in f]
+  assert [m['round'] for m in logged] == [1, 2, 3]
+  assert logged == result.outcomes
+
+
+def _client_state_process():
+  """Error feedback in miniature: each client rounds data + residual to an
+  integer, sends it, keeps the rest; and counts the rounds it joined."""
+  state_spec = (I, F2)
+
+  @cf.tf_computation
+  def fresh_client():
+    return tf.constant(0), tf.zeros([2])
+
+  @cf.tf_computation(F2, state_spec, F)
+  def client_step(data, client_state, scale):
+    count, residual = client_state
+    value = data * scale + residual
+    sent = tf.round(value)
+    return tf.cast(sent, tf.int32), (count + 1, value - sent)
+
+  @cf.tf_computation((I3, F))
+  def fold(state):
+    return state[1]
+
+  @cf.tf_computation((I3, F), tf.TensorSpec([2], tf.int32))
+  def server_step(state, total):
+    return (state[0] + tf.concat([total, [1]], 0), state[1] * 1.5)
+
+  @cf.federated_computation(cf.server((I3, F)), cf.clients(F2),
+                            cf.clients(state_spec))
+  def next_fn(state, data, client_state):
+    scale = cf.federated_broadcast(cf.federated_map(fold, state))
+    sent, new_client_state = cf.federated_map(client_step,
+                                              (data, client_state, scale))
+    total = cf.federated_sum(sent)
+    return cf.federated_map(server_step, (state, total)), total, \
+        new_client_state
+
+  return cf.IterativeProcess(
+      cf.tf_computation(lambda: (tf.zeros([3], tf.int32), tf.constant(1.0))),
+      next_fn, client_state_initializer=fresh_client)
+
+
+@pytest.mark.slow
+def test_client_state_is_kept_between_rounds_bit_exact(tmp_path):
+  form = cf.compile(_client_state_process())
+  rng = np.random.default_rng(8)
+  data = {f'c{i}': (rng.normal(size=[2]) * 3).astype(np.float32)
+          for i in range(5)}
+  result, kept = _check_against_local(form, data, 4, 3, tmp_path, exact=True)
+  joined = {c: sum(c in result_clients for result_clients in
+                   (beam_runner.RunDir(tmp_path / 'run').clients(r)
+                    for r in range(1, 5))) for c in data}
+  assert {c: int(s[0]) for c, s in kept.items()} == \
+      {c: n for c, n in joined.items() if n}
+  assert max(joined.values()) >= 2  # Some client came back with its state.
+  store = beam_runner.client_states.ClientStateStore(
+      tmp_path / 'run' / 'client_states')
+  assert all(len(store.versions(c)) <= 2 for c in data)
+
+
+# ----------------------------------------------------------------------------
+# Client data from TFRecord shards
+
+
+BATCH = tf.TensorSpec([None, 2], tf.float32)
+
+
+def _dataset_process():
+
+  @cf.tf_computation(tf.data.DatasetSpec(BATCH), F2)
+  def local_sums(dataset, shift):
+    total, count = tf.zeros([2]), tf.constant(0.0)
+    for batch in dataset:
+      total += tf.reduce_sum(batch + shift, axis=0)
+      count += tf.cast(tf.shape(batch)[0], tf.float32)
+    return total, count
+
+  @cf.tf_computation(F2, F2, F)
+  def mean_of(state, total, count):
+    return 0.5 * state + total / count
+
+  @cf.federated_computation(cf.server(F2), cf.clients(
+      tf.data.DatasetSpec(BATCH)))
+  def next_fn(state, data):
+    total, count = cf.federated_map(local_sums,
+                                    (data, cf.federated_broadcast(state)))
+    counts = cf.federated_sum(count)
+    return cf.federated_map(mean_of, (state, cf.federated_sum(total),
+                                      counts)), counts
+
+  return cf.IterativeProcess(cf.tf_computation(lambda: tf.zeros([2])),
+                             next_fn)
+
+
+def _datasets(seed, sizes):
+  rng = np.random.default_rng(seed)
+  return {f'client/{i}': tf.data.Dataset.from_tensor_slices(
+      rng.normal(size=[n, 2]).astype(np.float32)).batch(3)
+          for i, n in enumerate(sizes)}
+
+
+@pytest.mark.slow
+def test_tfrecord_shards_give_the_same_rounds(tmp_path):
+  form = cf.compile(_dataset_process())
+  data = _datasets(9, [4, 7, 1, 9, 3])
+  source = beam_runner.write_client_data(tmp_path / 'shards', data)
+  assert source.client_ids() == sorted(data)
+  assert source.spec == tf.data.DatasetSpec(BATCH)
+  _check_against_local(form, data, 2, 3, tmp_path, exact=False,
+                       client_data=str(tmp_path / 'shards'))
+
+
+def test_tfrecord_tensor_clients_round_trip(tmp_path):
+  data = {'a': {'x': np.float32(1.5), 'y': np.arange(3, dtype=np.int32)},
+          '..': {'x': np.float32(-2.0), 'y': np.zeros(3, np.int32)}}
+  source = beam_runner.write_client_data(tmp_path / 'shards', data)
+  assert source.client_ids() == sorted(data)
+  spec = {'x': F, 'y': I3}
+  for client, value in data.items():
+    _assert_same(source.read(client, spec), value, exact=True)
+
+
+def test_client_data_of_the_wrong_type_is_refused_before_round_one(tmp_path):
+  form = cf.compile(_sum_process())
+  bad = {'a': np.zeros([3], np.int32), 'b': np.zeros([4], np.int32)}
+  with pytest.raises(beam_runner.ClientDataError,
+                     match=r"Client 'b'.*int32\[4\].*int32\[3\]"):
+    beam_runner.run(form, bad, 1, 2, tmp_path / 'run')
+  beam_runner.write_client_data(tmp_path / 'shards',
+                                {'a': np.zeros([2], np.float32)})
+  with pytest.raises(beam_runner.ClientDataError,
+                     match=r'shards.*float32\[2\].*int32\[3\]'):
+    beam_runner.run(form, str(tmp_path / 'shards'), 1, 2, tmp_path / 'run')
+  assert not (tmp_path / 'run').exists()
+
+
+# ----------------------------------------------------------------------------
+# Atomic rounds and resuming
+
+
+@pytest.mark.slow
+def test_resume_runs_only_uncommitted_rounds_and_ignores_staged_ones(
+    tmp_path):
+  form = cf.compile(_client_state_process())
+  rng = np.random.default_rng(3)
+  data = {f'c{i}': (rng.normal(size=[2]) * 3).astype(np.float32)
+          for i in range(4)}
+  whole = beam_runner.run(form, data, 4, 2, tmp_path / 'whole',
+                          progress=lambda _: None)
+  out = tmp_path / 'resumed'
+  beam_runner.run(form, data, 2, 2, out, progress=lambda _: None)
+  # A round 3 that died before committing: staged outputs and client
+  # state versions written by its workers.
+  run = beam_runner.RunDir(out)
+  stage = run.new_stage(3)
+  tensor_io.write_tensors(os.path.join(stage, 'state.tensors'),
+                          form.initialize())
+  store = beam_runner.client_states.ClientStateStore(run.client_states_dir)
+  for client in data:
+    store.write(client, 3, (tf.constant(99), tf.constant([9.0, 9.0])))
+  lines = []
+  resumed = beam_runner.run(form, data, 4, 2, out, progress=lines.append)
+  assert [line.split(':')[0] for line in lines] == ['round 3/4', 'round 4/4']
+  _assert_same(resumed.state, whole.state, exact=True, what='final state')
+  for a, b in zip(resumed.outcomes, whole.outcomes):
+    assert {**a, 'seconds': 0} == {**b, 'seconds': 0}
+  with open(out / 'metrics.jsonl') as f:
+    assert [json.loads(line)['round'] for line in f] == [1, 2, 3, 4]
+  assert not os.listdir(run.staging_dir)
+
+
+@pytest.mark.slow
+def test_a_failed_round_commits_nothing(tmp_path):
+  form = cf.compile(_client_state_process())
+  data = {f'c{i}': np.ones([2], np.float32) for i in range(3)}
+  out = tmp_path / 'run'
+  with pytest.raises(beam_runner.RoundError, match='min_clients=5'):
+    beam_runner.run(form, data, 2, 3, out, min_clients=5)
+  run = beam_runner.RunDir(out)
+  assert run.committed_rounds() == [0]
+  store = beam_runner.client_states.ClientStateStore(run.client_states_dir)
+  assert all(store.latest(c, 1) is None for c in data)
+  # The same directory then runs the round for real.
+  result = beam_runner.run(form, data, 1, 3, out, progress=lambda _: None)
+  assert result.rounds == 1
+  assert all(int(store.read(c, store.latest(c, 2), form.client_state_spec)[0])
+             == 1 for c in data)
+
+
+def test_an_output_directory_of_another_run_is_refused(tmp_path):
+  form = cf.compile(_sum_process())
+  data = {'a': np.zeros([3], np.int32)}
+  beam_runner.run(form, data, 0, 1, tmp_path, seed=1)
+  with pytest.raises(beam_runner.RunDirError, match='differs in seed'):
+    beam_runner.run(form, data, 0, 1, tmp_path, seed=2)
+
+
+# ----------------------------------------------------------------------------
+# Saved forms and worker processes
+
+
+@pytest.mark.slow
+def test_a_saved_form_runs_as_the_form_in_memory(tmp_path):
+  form = cf.compile(_client_state_process())
+  path = cf.save(form, str(tmp_path / 'form.pb'))
+  data = {f'c{i}': np.full([2], i, np.float32) for i in range(4)}
+  quiet = lambda _: None
+  from_file = beam_runner.run(path, data, 2, 3, tmp_path / 'a', progress=quiet)
+  in_memory = beam_runner.run(form, data, 2, 3, tmp_path / 'b',
+                              progress=quiet)
+  _assert_same(from_file.state, in_memory.state, exact=True)
+  assert from_file.outcomes[1]['metrics'] == in_memory.outcomes[1]['metrics']
+
+
+@pytest.mark.slow
+def test_multi_processing_workers_load_the_saved_form_and_read_shards(
+    tmp_path):
+  form = cf.compile(_client_state_process())
+  data = {f'c{i}': np.full([2], 0.7 * i, np.float32) for i in range(4)}
+  options = {'runner': 'DirectRunner',
+             'direct_running_mode': 'multi_processing',
+             'direct_num_workers': 2}
+  with pytest.raises(beam_runner.ClientDataError, match='in-process runner'):
+    beam_runner.run(form, data, 1, 3, tmp_path / 'mp', pipeline_options=options)
+  shards = beam_runner.write_client_data(tmp_path / 'shards', data)
+  quiet = lambda _: None
+  result = beam_runner.run(form, shards.directory, 1, 3, tmp_path / 'mp',
+                           pipeline_options=options, progress=quiet)
+  assert (tmp_path / 'mp' / 'form.pb').exists()
+  expected = beam_runner.run(form, data, 1, 3, tmp_path / 'local',
+                             progress=quiet)
+  _assert_same(result.state, expected.state, exact=True)
