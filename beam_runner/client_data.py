@@ -98,15 +98,26 @@ class TFRecordClientData:
   def __init__(self, directory):
     self.directory = os.fspath(directory)
     spec_path = os.path.join(self.directory, SPEC_FILE)
+    if not os.path.isdir(self.directory):
+      raise ClientDataError(f'Client data directory {self.directory!r} does '
+                            'not exist.')
     if not os.path.exists(spec_path):
       raise ClientDataError(
           f'{self.directory!r} is not a client data directory: it has no '
           f'{SPEC_FILE} (write one with beam_runner.write_client_data).')
-    with open(spec_path) as f:
-      self.spec = spec_from_json(json.load(f))
+    try:
+      with open(spec_path) as f:
+        self.spec = spec_from_json(json.load(f))
+    except (ValueError, KeyError, TypeError) as e:
+      raise ClientDataError(f'{spec_path!r} does not describe an element '
+                            f'type: {type(e).__name__}: {e}') from None
 
   def client_ids(self):
-    names = os.listdir(os.path.join(self.directory, CLIENTS_DIR))
+    try:
+      names = os.listdir(os.path.join(self.directory, CLIENTS_DIR))
+    except FileNotFoundError:
+      raise ClientDataError(f'The {self.describe()} has no {CLIENTS_DIR}/ '
+                            'directory of client files.') from None
     return sorted(client_id_of(n[:-len(_SUFFIX)]) for n in names
                   if n.endswith(_SUFFIX))
 

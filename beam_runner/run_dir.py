@@ -8,6 +8,7 @@
     staging/                  rounds being written (never read as results)
     client_states/            per-client states, versioned per round
     metrics.jsonl             one line per committed round, rebuilt on resume
+    tensorboard/              the same as TensorBoard scalars, rebuilt on resume
 
 A round is committed by renaming its staging directory into rounds/: the
 state, outcome and sampled clients appear together or not at all, and client
@@ -39,6 +40,7 @@ class RunDir:
     self.staging_dir = os.path.join(self.directory, 'staging')
     self.client_states_dir = os.path.join(self.directory, 'client_states')
     self.metrics_path = os.path.join(self.directory, METRICS_FILE)
+    self.tensorboard_dir = os.path.join(self.directory, 'tensorboard')
 
   def claim(self, description):
     """Records what the run is; refuses a directory holding a different run."""

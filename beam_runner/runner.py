@@ -8,6 +8,7 @@ from its last committed round with the same sampled clients and results.
 import dataclasses
 import json
 import os
+import shutil
 import sys
 import time
 
@@ -23,6 +24,7 @@ from beam_runner import form_source
 from beam_runner import round_pipeline
 from beam_runner import run_dir
 from beam_runner import tensor_io
+from beam_runner import tensorboard_log
 
 
 FORM_FILE = 'form.pb'
@@ -66,8 +68,16 @@ def run(form_or_path, client_data, rounds, clients_per_round, output_dir,
     pipeline_options: Beam `PipelineOptions`; without a runner, rounds run on
       the in-process `FnApiRunner` (no Prism download).
     seed: the sampling seed.
-    min_clients: a round with fewer clients succeeding fails cleanly.
+    min_clients: a client whose work fails (unreadable data, an error, a NaN
+      or Inf in its update or new state) is dropped and counted; a round
+      with fewer than `min_clients` successes raises `RoundError`, commits
+      nothing and leaves the state as it was.
     progress: called with one line per round (default: printed to stderr).
+
+  Each committed round's outcome (metrics, clients ok and dropped with
+  reasons, bits broadcast and aggregated, seconds per stage) is appended to
+  `output_dir/metrics.jsonl` and written as TensorBoard scalars to
+  `output_dir/tensorboard`.
   """
   options = pipeline_options_of(pipeline_options)
   in_process = options.view_as(beam_options.StandardOptions).runner is None
@@ -99,12 +109,19 @@ def run(form_or_path, client_data, rounds, clients_per_round, output_dir,
                             form.initialize())
     out.commit(stage, 0)
   out.rebuild_metrics_log()
-  for round_number in range(out.last_committed() + 1, rounds + 1):
-    sampled = sample_clients(client_ids, clients_per_round, seed, round_number)
-    outcome = run_round(source, data, store, out, round_number, sampled,
-                        options, min_clients)
-    out.append_metrics(outcome)
-    progress(progress_line(outcome, rounds))
+  board = tensorboard_log.TensorBoardLog(out.tensorboard_dir)
+  board.rebuild(out.outcome(r) for r in out.committed_rounds() if r > 0)
+  try:
+    for round_number in range(out.last_committed() + 1, rounds + 1):
+      sampled = sample_clients(client_ids, clients_per_round, seed,
+                               round_number)
+      outcome = run_round(source, data, store, out, round_number, sampled,
+                          options, min_clients)
+      out.append_metrics(outcome)
+      board.write(outcome)
+      progress(progress_line(outcome, rounds))
+  finally:
+    board.close()
   last = out.last_committed()
   return RunResult(
       state=tensor_io.read_tensors(out.state_path(last), form.state_spec,
@@ -115,37 +132,90 @@ def run(form_or_path, client_data, rounds, clients_per_round, output_dir,
 
 def run_round(source, data, store, out, round_number, sampled,
               pipeline_options=None, min_clients=1):
-  """Runs and commits one round; returns its outcome."""
+  """Runs and commits one round; returns its outcome.
+
+  Raises `RoundError` (and leaves no trace of the round: no staged files, no
+  client state versions) when the round cannot run or fewer than
+  `min_clients` clients succeed.
+  """
   start = time.perf_counter()
+  if len(sampled) < min_clients:
+    raise RoundError(f'Round {round_number}: {len(sampled)} clients sampled, '
+                     f'fewer than min_clients={min_clients}; nothing '
+                     'committed.')
   stage = out.new_stage(round_number)
-  tensor_io.write_atomic(os.path.join(stage, run_dir.CLIENTS_FILE),
-                         json.dumps(sampled).encode())
-  pipeline = make_pipeline(pipeline_options)
-  round_pipeline.build(pipeline, source, data, store, sampled, round_number,
-                       out.state_path(round_number - 1), stage)
-  pipeline.run().wait_until_finish()
-  path = os.path.join(stage, round_pipeline.OUTCOME_FILE)
-  with open(path) as f:
-    outcome = json.load(f)
-  ok = outcome.pop('clients_ok')
-  if ok < min_clients:
-    raise RoundError(f'Round {round_number}: {ok} clients succeeded, fewer '
-                     f'than min_clients={min_clients}; nothing committed.')
-  bits_each = outcome.pop('bits_broadcast_each')
+  try:
+    outcome = _run_pipeline(source, data, store, out, round_number, sampled,
+                            pipeline_options, stage)
+    ok = outcome.pop('clients_ok')
+    if ok < min_clients:
+      raise RoundError(
+          f'Round {round_number}: {ok} of {len(sampled)} clients succeeded, '
+          f'fewer than min_clients={min_clients}; nothing committed. '
+          f'Dropped: {_dropped_summary(outcome)}.')
+  except BaseException as e:
+    shutil.rmtree(stage, ignore_errors=True)
+    store.discard_after(round_number - 1)
+    if isinstance(e, Exception) and not isinstance(e, RoundError):
+      raise RoundError(f'Round {round_number} failed, nothing committed: '
+                       f'{type(e).__name__}: {e}') from e
+    raise
+  commit_start = time.perf_counter()
+  prepare = outcome.pop('prepare_seconds')
+  update = outcome.pop('update_seconds')
+  work_aggregate = outcome.pop('pipeline_seconds') - prepare - update
   outcome = dict(
       round=round_number, clients_ok=ok, clients_dropped=len(sampled) - ok,
-      bits_broadcast=bits_each * len(sampled),
+      dropped_reasons=outcome.pop('dropped_reasons'),
+      dropped_clients=outcome.pop('dropped_clients'),
+      bits_broadcast=outcome.pop('bits_broadcast_each') * len(sampled),
       bits_aggregated=outcome.pop('bits_aggregated'),
-      seconds=round(time.perf_counter() - start, 4), **outcome)
-  tensor_io.write_atomic(path, json.dumps(outcome).encode())
+      client_work_seconds=round(outcome.pop('client_work_seconds'), 4),
+      **outcome)
+  # Commit: the outcome checked and written; the rename that follows is one
+  # system call and not counted.
+  stages = dict(prepare=prepare, work_aggregate=max(0.0, work_aggregate),
+                update=update, commit=time.perf_counter() - commit_start)
+  outcome['stage_seconds'] = {k: round(v, 4) for k, v in stages.items()}
+  outcome['seconds'] = round(time.perf_counter() - start, 4)
+  tensor_io.write_atomic(os.path.join(stage, round_pipeline.OUTCOME_FILE),
+                         json.dumps(outcome).encode())
   out.commit(stage, round_number)
   return outcome
 
 
+def _run_pipeline(source, data, store, out, round_number, sampled, options,
+                  stage):
+  """The round's pipeline, run; its raw outcome plus `pipeline_seconds`."""
+  tensor_io.write_atomic(os.path.join(stage, run_dir.CLIENTS_FILE),
+                         json.dumps(sampled).encode())
+  start = time.perf_counter()
+  pipeline = make_pipeline(options)
+  round_pipeline.build(pipeline, source, data, store, sampled, round_number,
+                       out.state_path(round_number - 1), stage)
+  pipeline.run().wait_until_finish()
+  with open(os.path.join(stage, round_pipeline.OUTCOME_FILE)) as f:
+    outcome = json.load(f)
+  outcome['pipeline_seconds'] = time.perf_counter() - start
+  return outcome
+
+
+def _dropped_summary(outcome):
+  reasons = outcome.get('dropped_reasons') or {}
+  if not reasons:
+    return 'none'
+  named = outcome.get('dropped_clients') or {}
+  text = ', '.join(f'{count} {reason}' for reason, count in reasons.items())
+  if named:
+    client, message = next(iter(named.items()))
+    text += f' (e.g. client {client!r}: {message})'
+  return text
+
+
 def pipeline_options_of(options):
   """`PipelineOptions` from None, a dict, a list of flags, or options."""
-  if options is None:
-    options = beam_options.PipelineOptions()
+  if options is None:  # Not PipelineOptions(): that would parse sys.argv.
+    options = beam_options.PipelineOptions([])
   elif isinstance(options, dict):
     options = beam_options.PipelineOptions.from_dictionary(options)
   elif isinstance(options, (list, tuple)):
@@ -164,11 +234,18 @@ def make_pipeline(options=None):
 def progress_line(outcome, rounds):
   metrics = ', '.join(f'{k}={_short(v)}' for k, v in
                       outcome['metrics'].items())
+  reasons = outcome.get('dropped_reasons') or {}
+  why = ' (' + ', '.join(f'{n} {r}' for r, n in reasons.items()) + ')' \
+      if reasons else ''
+  stages = outcome.get('stage_seconds') or {}
+  stage_text = ' (' + ', '.join(f'{k} {v:.2f}' for k, v in stages.items()) + \
+      ')' if stages else ''
   return (f'round {outcome["round"]}/{rounds}: clients ok '
-          f'{outcome["clients_ok"]}, dropped {outcome["clients_dropped"]}'
+          f'{outcome["clients_ok"]}, dropped {outcome["clients_dropped"]}{why}'
           f'{"; " + metrics if metrics else ""}; bits broadcast '
           f'{outcome["bits_broadcast"]}, aggregated '
-          f'{outcome["bits_aggregated"]}; {outcome["seconds"]:.2f} s')
+          f'{outcome["bits_aggregated"]}; {outcome["seconds"]:.2f} s'
+          f'{stage_text}')
 
 
 def _short(value):

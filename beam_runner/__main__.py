@@ -1,0 +1,133 @@
+"""Command line: `python -m beam_runner run|write-clients ...`.
+
+    python -m beam_runner run --form form.pb --clients DIR --rounds N \
+        --clients-per-round K --output DIR [--seed S] [--min-clients M] \
+        [Beam pipeline flags: --runner, --direct_num_workers, ...]
+    python -m beam_runner write-clients --from MODULE:FUNCTION --output DIR
+
+Flags this program does not know go to Beam's `PipelineOptions`; a flag
+neither knows is an error, not silently dropped. Without `--runner`, rounds
+run on Beam's in-process runner. Bad input exits with status 2, a round that
+fails with status 1; progress lines go to stderr, the summary to stdout.
+"""
+
+import argparse
+import importlib
+import os
+import sys
+
+USAGE_ERROR = 2
+ROUND_FAILED = 1
+
+
+class UsageError(Exception):
+  """Bad command line input; the message says which and why."""
+
+
+def _parser():
+  parser = argparse.ArgumentParser(
+      prog='python -m beam_runner',
+      description='Runs a saved canonical form\'s rounds on Apache Beam.')
+  commands = parser.add_subparsers(dest='command', required=True)
+  run = commands.add_parser(
+      'run', help='run rounds (resumes a run in the same --output)',
+      allow_abbrev=False,
+      epilog='Other flags are Beam pipeline options, e.g. --runner '
+      'DirectRunner --direct_running_mode multi_processing '
+      '--direct_num_workers 2.')
+  run.add_argument('--form', required=True, help='a saved form (.pb)')
+  run.add_argument('--clients', required=True,
+                   help='a client data directory (see write-clients)')
+  run.add_argument('--rounds', required=True, type=int,
+                   help='total rounds; committed rounds are not run again')
+  run.add_argument('--clients-per-round', required=True, type=int)
+  run.add_argument('--output', required=True, help='the run directory')
+  run.add_argument('--seed', type=int, default=0, help='sampling seed')
+  run.add_argument('--min-clients', type=int, default=1,
+                   help='fail a round if fewer clients succeed')
+  write = commands.add_parser(
+      'write-clients', help='write client data as per-client TFRecord files',
+      allow_abbrev=False)
+  write.add_argument('--from', dest='source', required=True,
+                     metavar='MODULE:FUNCTION',
+                     help='a function returning a dict client id -> data '
+                     '(a tf.data.Dataset or tensors)')
+  write.add_argument('--output', required=True, help='the directory to write')
+  return parser
+
+
+def beam_options(flags):
+  """`PipelineOptions` from the flags left over; UsageError on unknown ones."""
+  from apache_beam.options import pipeline_options  # pylint: disable=g-import-not-at-top
+  options = pipeline_options.PipelineOptions(list(flags))
+  unknown = set(options.get_all_options(retain_unknown_options=True)) - set(
+      options.get_all_options())
+  stray = [f for f in flags if f.startswith('-') and not f.startswith('--')]
+  if unknown or stray:
+    names = sorted('--' + n for n in unknown) + stray
+    raise UsageError(f'unknown flag(s) {", ".join(names)}: neither '
+                     'beam_runner nor Beam\'s PipelineOptions knows them.')
+  return options
+
+
+def run_command(args, flags):
+  import beam_runner  # pylint: disable=g-import-not-at-top
+  if not os.path.isfile(args.form):
+    raise UsageError(f'--form {args.form!r}: no such file.')
+  for name in ('rounds', 'clients_per_round', 'min_clients'):
+    if getattr(args, name) < (0 if name == 'rounds' else 1):
+      raise UsageError(f'--{name.replace("_", "-")} must be '
+                       f'{"0 or more" if name == "rounds" else "1 or more"}.')
+  result = beam_runner.run(
+      args.form, os.fspath(args.clients), args.rounds, args.clients_per_round,
+      args.output, pipeline_options=beam_options(flags), seed=args.seed,
+      min_clients=args.min_clients)
+  print(f'{result.rounds} rounds committed in {result.output_dir}; state: '
+        f'{beam_runner.RunDir(result.output_dir).state_path(result.rounds)}')
+
+
+def write_clients_command(args):
+  import beam_runner  # pylint: disable=g-import-not-at-top
+  module_name, _, function_name = args.source.partition(':')
+  if not module_name or not function_name:
+    raise UsageError(f'--from {args.source!r}: expected MODULE:FUNCTION.')
+  sys.path.insert(0, os.getcwd())
+  try:
+    function = getattr(importlib.import_module(module_name), function_name)
+  except (ImportError, AttributeError) as e:
+    raise UsageError(f'--from {args.source!r}: {e}') from None
+  data = function()
+  if not isinstance(data, dict):
+    raise UsageError(f'--from {args.source!r} returned '
+                     f'{type(data).__name__}, not a dict client id -> data.')
+  source = beam_runner.write_client_data(args.output, data)
+  print(f'{len(source.client_ids())} clients written to {source.directory}')
+
+
+def main(argv=None):
+  """Runs the command line; returns the exit status."""
+  args, flags = _parser().parse_known_args(argv)
+  from beam_runner import client_data  # pylint: disable=g-import-not-at-top
+  from beam_runner import run_dir  # pylint: disable=g-import-not-at-top
+  from beam_runner import runner  # pylint: disable=g-import-not-at-top
+  from canonical import form  # pylint: disable=g-import-not-at-top
+  bad_input = (UsageError, client_data.ClientDataError, run_dir.RunDirError,
+               form.FormError)
+  try:
+    if args.command == 'run':
+      run_command(args, flags)
+    else:
+      if flags:
+        raise UsageError(f'unknown flag(s) {" ".join(flags)}.')
+      write_clients_command(args)
+  except bad_input as e:
+    print(f'error: {e}', file=sys.stderr)
+    return USAGE_ERROR
+  except runner.RoundError as e:
+    print(f'error: {e}', file=sys.stderr)
+    return ROUND_FAILED
+  return 0
+
+
+if __name__ == '__main__':
+  sys.exit(main())
