@@ -11,3 +11,4 @@ from beam_runner.runner import RoundError
 from beam_runner.runner import run
 from beam_runner.runner import RunResult
 from beam_runner.runner import sample_clients
+from beam_runner import testing
