@@ -19,6 +19,7 @@ import beam_runner
 import canonical as cf
 from beam_runner import round_pipeline
 from beam_runner import tensor_io
+from example_processes import client_state_process
 
 F = tf.TensorSpec([], tf.float32)
 I = tf.TensorSpec([], tf.int32)
@@ -212,48 +213,9 @@ def test_weighted_mean_with_broadcast(tmp_path):
   assert logged == result.outcomes
 
 
-def _client_state_process():
-  """Error feedback in miniature: each client rounds data + residual to an
-  integer, sends it, keeps the rest; and counts the rounds it joined."""
-  state_spec = (I, F2)
-
-  @cf.tf_computation
-  def fresh_client():
-    return tf.constant(0), tf.zeros([2])
-
-  @cf.tf_computation(F2, state_spec, F)
-  def client_step(data, client_state, scale):
-    count, residual = client_state
-    value = data * scale + residual
-    sent = tf.round(value)
-    return tf.cast(sent, tf.int32), (count + 1, value - sent)
-
-  @cf.tf_computation((I3, F))
-  def fold(state):
-    return state[1]
-
-  @cf.tf_computation((I3, F), tf.TensorSpec([2], tf.int32))
-  def server_step(state, total):
-    return (state[0] + tf.concat([total, [1]], 0), state[1] * 1.5)
-
-  @cf.federated_computation(cf.server((I3, F)), cf.clients(F2),
-                            cf.clients(state_spec))
-  def next_fn(state, data, client_state):
-    scale = cf.federated_broadcast(cf.federated_map(fold, state))
-    sent, new_client_state = cf.federated_map(client_step,
-                                              (data, client_state, scale))
-    total = cf.federated_sum(sent)
-    return cf.federated_map(server_step, (state, total)), total, \
-        new_client_state
-
-  return cf.IterativeProcess(
-      cf.tf_computation(lambda: (tf.zeros([3], tf.int32), tf.constant(1.0))),
-      next_fn, client_state_initializer=fresh_client)
-
-
 @pytest.mark.slow
 def test_client_state_is_kept_between_rounds_bit_exact(tmp_path):
-  form = cf.compile(_client_state_process())
+  form = cf.compile(client_state_process())
   rng = np.random.default_rng(8)
   data = {f'c{i}': (rng.normal(size=[2]) * 3).astype(np.float32)
           for i in range(5)}
@@ -352,7 +314,7 @@ def test_client_data_of_the_wrong_type_is_refused_before_round_one(tmp_path):
 @pytest.mark.slow
 def test_resume_runs_only_uncommitted_rounds_and_ignores_staged_ones(
     tmp_path):
-  form = cf.compile(_client_state_process())
+  form = cf.compile(client_state_process())
   rng = np.random.default_rng(3)
   data = {f'c{i}': (rng.normal(size=[2]) * 3).astype(np.float32)
           for i in range(4)}
@@ -382,7 +344,7 @@ def test_resume_runs_only_uncommitted_rounds_and_ignores_staged_ones(
 
 @pytest.mark.slow
 def test_a_failed_round_commits_nothing(tmp_path):
-  form = cf.compile(_client_state_process())
+  form = cf.compile(client_state_process())
   data = {f'c{i}': np.ones([2], np.float32) for i in range(3)}
   out = tmp_path / 'run'
   with pytest.raises(beam_runner.RoundError, match='min_clients=5'):
@@ -412,7 +374,7 @@ def test_an_output_directory_of_another_run_is_refused(tmp_path):
 
 @pytest.mark.slow
 def test_a_saved_form_runs_as_the_form_in_memory(tmp_path):
-  form = cf.compile(_client_state_process())
+  form = cf.compile(client_state_process())
   path = cf.save(form, str(tmp_path / 'form.pb'))
   data = {f'c{i}': np.full([2], i, np.float32) for i in range(4)}
   quiet = lambda _: None
@@ -426,7 +388,7 @@ def test_a_saved_form_runs_as_the_form_in_memory(tmp_path):
 @pytest.mark.slow
 def test_multi_processing_workers_load_the_saved_form_and_read_shards(
     tmp_path):
-  form = cf.compile(_client_state_process())
+  form = cf.compile(client_state_process())
   data = {f'c{i}': np.full([2], 0.7 * i, np.float32) for i in range(4)}
   options = {'runner': 'DirectRunner',
              'direct_running_mode': 'multi_processing',

@@ -15,6 +15,8 @@ import tensorflow as tf
 import canonical as cf
 from canonical import reference
 
+import example_processes
+
 F = tf.TensorSpec([], tf.float32)
 I = tf.TensorSpec([], tf.int32)
 F2 = tf.TensorSpec([2], tf.float32)
@@ -243,36 +245,7 @@ def test_stack_of_scalars_with_constant_zero():
 
 def test_two_broadcasts_and_two_aggregations_with_server_logic():
   """prepare and update both need the server's scaled weights."""
-
-  @cf.tf_computation((F2, I))
-  def scaled(state):
-    return state[0] * 0.5
-
-  @cf.tf_computation((F2, I))
-  def step_of(state):
-    return state[1]
-
-  @cf.tf_computation(F2, F2, I)
-  def client_work(data, weights, step):
-    return data * weights + tf.cast(step, tf.float32), tf.reduce_max(data)
-
-  @cf.tf_computation((F2, I), F2, F, F2)
-  def server_update(state, half, largest, total):
-    return (half + total / 10.0 + largest, state[1] + 1)
-
-  @cf.federated_computation(cf.server((F2, I)), cf.clients(F2))
-  def next_fn(state, data):
-    half = cf.federated_map(scaled, state)
-    outputs = cf.federated_map(client_work, (
-        data, cf.federated_broadcast(half),
-        cf.federated_broadcast(cf.federated_map(step_of, state))))
-    total = cf.federated_sum(outputs[0])
-    largest = cf.federated_max(outputs[1])
-    new_state = cf.federated_map(server_update, (state, half, largest, total))
-    return new_state, (largest, total)
-
-  process = cf.IterativeProcess(
-      cf.tf_computation(lambda: (tf.ones([2]), tf.constant(0))), next_fn)
+  process = example_processes.two_broadcasts_process()
   rng = np.random.default_rng(7)
   rounds = [[rng.normal(size=[2]).astype(np.float32) for _ in range(n)]
             for n in (2, 5, 3)]
@@ -345,40 +318,7 @@ SCHEDULE = ([0, 1, 2], [2, 3], [0, 3, 4, 1], [4], [1, 2, 3, 0, 4])
 def test_client_state_counter_and_residual():
   """Error feedback in miniature: each client rounds data + residual to an
   integer, sends it, keeps the rest; and counts the rounds it joined."""
-  state_spec = (I, F2)
-
-  @cf.tf_computation
-  def fresh_client():
-    return tf.constant(0), tf.zeros([2])
-
-  @cf.tf_computation(F2, state_spec, F)
-  def client_step(data, client_state, scale):
-    count, residual = client_state
-    value = data * scale + residual
-    sent = tf.round(value)
-    return tf.cast(sent, tf.int32), (count + 1, value - sent)
-
-  @cf.tf_computation((I3, F))
-  def fold(state):
-    return state[1]
-
-  @cf.tf_computation((I3, F), tf.TensorSpec([2], tf.int32))
-  def server_step(state, total):
-    return (state[0] + tf.concat([total, [1]], 0), state[1] * 1.5)
-
-  @cf.federated_computation(cf.server((I3, F)), cf.clients(F2),
-                            cf.clients(state_spec))
-  def next_fn(state, data, client_state):
-    scale = cf.federated_broadcast(cf.federated_map(fold, state))
-    sent, new_client_state = cf.federated_map(client_step,
-                                              (data, client_state, scale))
-    total = cf.federated_sum(sent)
-    new_state = cf.federated_map(server_step, (state, total))
-    return new_state, total, new_client_state
-
-  process = cf.IterativeProcess(
-      cf.tf_computation(lambda: (tf.zeros([3], tf.int32), tf.constant(1.0))),
-      next_fn, client_state_initializer=fresh_client)
+  process = example_processes.client_state_process()
   rng = np.random.default_rng(8)
   table = rng.normal(size=[len(SCHEDULE), 5, 2]).astype(np.float32) * 3
   form, kept = _run_with_client_state(
@@ -386,7 +326,7 @@ def test_client_state_counter_and_residual():
   counts = {i: int(state[0]) for i, state in kept.items()}
   assert counts == {0: 3, 1: 3, 2: 3, 3: 3, 4: 3}
   assert form.has_client_state
-  assert form.client_state_spec == state_spec
+  assert form.client_state_spec == (I, F2)
 
 
 def test_no_aggregation_client_state_only():
