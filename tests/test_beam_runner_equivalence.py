@@ -35,43 +35,58 @@ from example_processes import (
 
 
 # ----------------------------------------------------------------------------
-# Equivalence, in_memory
+# Equivalence, in_memory and on 2 worker processes (each multi_processing run
+# starts fresh workers: ~10 s, so those are slow-marked)
+
+MODES = ['in_memory', pytest.param('multi_processing', marks=pytest.mark.slow)]
 
 
-def test_sum_of_integers_is_bit_exact():
+@pytest.mark.parametrize('mode', MODES)
+def test_sum_of_integers_is_bit_exact(mode):
   rng = np.random.default_rng(0)
   data = {f'c{i}': rng.integers(-100, 100, [3]).astype(np.int32)
           for i in range(9)}
   result = testing.assert_rounds_match(sum_process(), data, rounds=3,
-                                       clients_per_round=4, rtol=0, atol=0)
+                                       clients_per_round=4, rtol=0, atol=0,
+                                       running_mode=mode)
   assert int(result.state) == 3
 
 
-def test_weighted_mean_with_broadcast():
+@pytest.mark.parametrize('mode', MODES)
+def test_weighted_mean_with_broadcast(mode):
   testing.assert_rounds_match(weighted_mean_process(), weighted_data(2, 7),
-                              rounds=3, clients_per_round=5)
+                              rounds=3, clients_per_round=5,
+                              running_mode=mode)
 
 
-def test_max_through_federated_aggregate_is_bit_exact():
+@pytest.mark.parametrize('mode', MODES)
+def test_max_through_federated_aggregate_is_bit_exact(mode):
   testing.assert_rounds_match(max_process(), random_floats(3, 11), rounds=2,
-                              clients_per_round=6, rtol=0, atol=0)
+                              clients_per_round=6, rtol=0, atol=0,
+                              running_mode=mode)
 
 
-def test_two_broadcasts_and_two_aggregations():
+@pytest.mark.parametrize('mode', MODES)
+def test_two_broadcasts_and_two_aggregations(mode):
   testing.assert_rounds_match(two_broadcasts_process(), random_floats(7, 6),
-                              rounds=3, clients_per_round=4)
+                              rounds=3, clients_per_round=4,
+                              running_mode=mode)
 
 
-def test_no_broadcast_small_integers_are_exact():
+@pytest.mark.parametrize('mode', MODES)
+def test_no_broadcast_small_integers_are_exact(mode):
   data = {f'c{i}': np.float32(i) for i in range(6)}
   testing.assert_rounds_match(no_broadcast_process(), data, rounds=2,
-                              clients_per_round=4, rtol=0, atol=0)
+                              clients_per_round=4, rtol=0, atol=0,
+                              running_mode=mode)
 
 
-def test_client_state_comes_back_with_the_client_bit_exact():
+@pytest.mark.parametrize('mode', MODES)
+def test_client_state_comes_back_with_the_client_bit_exact(mode):
   result = testing.assert_rounds_match(
       client_state_process(), client_state_data(), rounds=4,
-      clients_per_round=3, rtol=0, atol=0)
+      clients_per_round=3, rtol=0, atol=0,
+      running_mode=mode)
   # Four rounds of three of five clients: some client came back.
   assert int(result.state[0][2]) == 4
 
@@ -112,42 +127,35 @@ def model():
 
 
 @pytest.mark.slow
-def test_federated_averaging(model):
+@pytest.mark.parametrize('mode', MODES)
+def test_federated_averaging(model, mode):
   process = fedavg.build_federated_averaging_process(
       model, lambda: learning.sgd(0.1))
   result = testing.assert_rounds_match(process, _digit_clients(), rounds=2,
-                                       clients_per_round=3)
+                                       clients_per_round=3,
+                                       running_mode=mode)
   assert int(result.state.round_num) == 2
 
 
 @pytest.mark.slow
-def test_federated_averaging_with_8_bit_encoders(model):
+@pytest.mark.parametrize('mode', MODES)
+def test_federated_averaging_with_8_bit_encoders(model, mode):
   process = fedavg.build_federated_averaging_process(
       model, lambda: learning.sgd(0.1),
       broadcast_process=fedavg.build_encoded_broadcast_process_from_model(
           model, _eight_bit(te.encoders.as_simple_encoder)),
       aggregation_process=fedavg.build_encoded_mean_process_from_model(
           model, _eight_bit(te.encoders.as_gather_encoder)))
-  testing.assert_rounds_match(process, _digit_clients(), rounds=2,
-                              clients_per_round=3)
+  # On worker processes the float sums of round 1 merge in another order, so
+  # the model differs in its last bits; round 2's stochastic rounding is seeded
+  # by a fingerprint of that model and draws different noise. One round there.
+  testing.assert_rounds_match(process, _digit_clients(),
+                              rounds=2 if mode == 'in_memory' else 1,
+                              clients_per_round=3, running_mode=mode)
 
 
 # ----------------------------------------------------------------------------
 # Equivalence, multi_processing (two worker processes per round)
-
-
-@pytest.mark.slow
-def test_weighted_mean_on_worker_processes():
-  testing.assert_rounds_match(weighted_mean_process(), weighted_data(4, 6),
-                              rounds=2, clients_per_round=4,
-                              running_mode='multi_processing')
-
-
-@pytest.mark.slow
-def test_client_state_on_worker_processes_bit_exact():
-  testing.assert_rounds_match(client_state_process(), client_state_data(),
-                              rounds=2, clients_per_round=4, rtol=0, atol=0,
-                              running_mode='multi_processing')
 
 
 # ----------------------------------------------------------------------------
