@@ -124,26 +124,10 @@ def test_weighted_and_unweighted_mean():
 
 
 def test_max_through_federated_aggregate_is_exact():
-
-  @cf.tf_computation(F2, F2)
-  def bigger(a, b):
-    return tf.maximum(a, b)
-
-  @cf.tf_computation(F2)
-  def identity(a):
-    return a
-
-  @cf.federated_computation(cf.server(I), cf.clients(F2))
-  def next_fn(state, data):
-    largest = cf.federated_aggregate(data, np.full([2], -np.inf, np.float32),
-                                     bigger, bigger, identity)
-    return cf.federated_map(_increment, state), largest
-
   rng = np.random.default_rng(3)
   rounds = [[rng.normal(size=[2]).astype(np.float32) for _ in range(n)]
             for n in (1, 6, 11)]
-  _check_rounds(cf.IterativeProcess(_counting_state(), next_fn), rounds,
-                exact=True)
+  _check_rounds(example_processes.max_process(), rounds, exact=True)
 
 
 def test_builtin_min_and_max_are_exact():

@@ -24,14 +24,8 @@ class StateAggregationMode(enum.Enum):
   STACK = 4
 
 
-class EncodingStageInterface(metaclass=abc.ABCMeta):
-  """A stateless encoding stage.
-
-  Subclasses define the properties `name`, `compressible_tensors_keys`,
-  `commutes_with_sum`, `decode_needs_input_shape` and the methods `get_params`,
-  `encode` and `decode`. `commutes_with_sum` claims that
-  `decode(sum_i encode(x_i), num_summands=n) == sum_i decode(encode(x_i))`.
-  """
+class _StageDescription(metaclass=abc.ABCMeta):
+  """What both kinds of stage declare about themselves, and their `decode`."""
 
   @property
   @abc.abstractmethod
@@ -52,6 +46,21 @@ class EncodingStageInterface(metaclass=abc.ABCMeta):
   @abc.abstractmethod
   def decode_needs_input_shape(self):
     """Whether `decode` needs the shape of `encode`'s input."""
+
+  @abc.abstractmethod
+  def decode(self, encoded_tensors, decode_params, num_summands=None,
+             shape=None):
+    """Returns the tensor that `encoded_tensors` represents."""
+
+
+class EncodingStageInterface(_StageDescription):
+  """A stateless encoding stage.
+
+  Subclasses define the properties `name`, `compressible_tensors_keys`,
+  `commutes_with_sum`, `decode_needs_input_shape` and the methods `get_params`,
+  `encode` and `decode`. `commutes_with_sum` claims that
+  `decode(sum_i encode(x_i), num_summands=n) == sum_i decode(encode(x_i))`.
+  """
 
   @abc.abstractmethod
   def get_params(self):
@@ -61,38 +70,14 @@ class EncodingStageInterface(metaclass=abc.ABCMeta):
   def encode(self, x, encode_params):
     """Returns a dict of tensors representing `x`."""
 
-  @abc.abstractmethod
-  def decode(self, encoded_tensors, decode_params, num_summands=None,
-             shape=None):
-    """Returns the tensor that `encoded_tensors` represents."""
 
 
-class AdaptiveEncodingStageInterface(metaclass=abc.ABCMeta):
+class AdaptiveEncodingStageInterface(_StageDescription):
   """An encoding stage whose parameters follow a state.
 
   `encode` also returns state update tensors; these are aggregated across
   encoders by `state_update_aggregation_modes` and fed to `update_state`.
   """
-
-  @property
-  @abc.abstractmethod
-  def name(self):
-    """A short name, unique among the stages of one encoder's tree."""
-
-  @property
-  @abc.abstractmethod
-  def compressible_tensors_keys(self):
-    """Keys of `encode`'s output that further stages may encode."""
-
-  @property
-  @abc.abstractmethod
-  def commutes_with_sum(self):
-    """Whether decoding can be moved after a sum of encodings."""
-
-  @property
-  @abc.abstractmethod
-  def decode_needs_input_shape(self):
-    """Whether `decode` needs the shape of `encode`'s input."""
 
   @property
   @abc.abstractmethod
@@ -115,10 +100,6 @@ class AdaptiveEncodingStageInterface(metaclass=abc.ABCMeta):
   def encode(self, x, encode_params):
     """Returns `(encoded_tensors, state_update_tensors)`."""
 
-  @abc.abstractmethod
-  def decode(self, encoded_tensors, decode_params, num_summands=None,
-             shape=None):
-    """Returns the tensor that `encoded_tensors` represents."""
 
 
 def _to_tensors(structure):
