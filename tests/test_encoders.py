@@ -19,13 +19,14 @@ READY_MADE = {
     'random_k': lambda: te.encoders.random_k(0.25),
     'sign': te.encoders.sign,
     'drive': te.encoders.drive,
+    'subsampled_drive': lambda: te.encoders.subsampled_drive(0.5),
 }
 
 # Upper bounds on the relative L2 error of one encode/decode of N(0, 1) data.
 MAX_RELATIVE_ERROR = {
     'identity': 0.0, 'half_precision': 1e-3, 'uniform_8': 0.02,
     'uniform_2': 0.9, 'hadamard_2': 0.9, 'adaptive_8': 0.02, 'top_k': 0.9,
-    'random_k': 2.0, 'sign': 0.7, 'drive': 0.9,
+    'random_k': 2.0, 'sign': 0.7, 'drive': 0.9, 'subsampled_drive': 1.6,
 }
 
 
@@ -76,10 +77,17 @@ def test_uniform_8bit_costs_at_most_8_05_bits_at_a_million():
 @pytest.mark.parametrize('name, low, high', [
     ('identity', 32, 32), ('half_precision', 16, 16), ('uniform_2', 2, 2.01),
     ('hadamard_2', 2, 2.01), ('sign', 1, 1.01), ('drive', 1, 1.01),
-    ('top_k', 6.4, 6.41),
+    ('top_k', 6.4, 6.41), ('subsampled_drive', 0.5, 0.52),
 ])
 def test_bits_per_coordinate(name, low, high):
   assert low <= bits_per_coordinate(READY_MADE[name](), 10**4) <= high
+
+
+def test_top_k_of_a_large_tensor_has_a_static_size():
+  # Above the size where top-k samples a bracket, its result still has a
+  # static length, so the bits of a form using it can be counted.
+  assert bits_per_coordinate(te.encoders.top_k(0.01), 10**6) == pytest.approx(
+      0.64, abs=1e-3)
 
 
 def test_drive_is_unbiased_over_rounds():

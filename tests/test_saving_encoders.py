@@ -24,6 +24,7 @@ _ENCODERS = {
     'random_k': lambda: te.encoders.random_k(fraction=0.1),
     'sign': te.encoders.sign,
     'drive': te.encoders.drive,
+    'subsampled_drive': lambda: te.encoders.subsampled_drive(0.5),
     'adaptive_quantization': lambda: te.encoders.adaptive_quantization(bits=4),
     'half_precision': te.encoders.half_precision,
 }

@@ -9,5 +9,6 @@ from encoders.encoders.common_encoders import half_precision
 from encoders.encoders.common_encoders import identity
 from encoders.encoders.common_encoders import random_k
 from encoders.encoders.common_encoders import sign
+from encoders.encoders.common_encoders import subsampled_drive
 from encoders.encoders.common_encoders import top_k
 from encoders.encoders.common_encoders import uniform_quantization

@@ -114,8 +114,25 @@ def drive(seed=0):
   About one bit per coordinate. The scale `|x|^2 / |R x|_1` makes the estimate
   unbiased over rotations; the rotation is undone once, after the sum.
   """
+  return _drive_composer(seed).make()
+
+
+def _drive_composer(seed):
   stage = sign_stages.SignEncodingStage(scale='drive')
   return _Composer(quantization.BitpackingEncodingStage(1)).add_parent(
       stage, stage.SIGNS_KEY).add_parent(
           rotation.HadamardEncodingStage(seed=seed),
-          rotation.HadamardEncodingStage.ENCODED_VALUES_KEY).make()
+          rotation.HadamardEncodingStage.ENCODED_VALUES_KEY)
+
+
+def subsampled_drive(fraction, seed=0):
+  """Random-k, then DRIVE on the kept values: about `fraction` bits per coordinate.
+
+  Each client keeps its own random `fraction` of the coordinates (sending a
+  seed, not indices) and sends their rotated signs with one scale, so an
+  update costs less than one bit per coordinate while staying unbiased.
+  """
+  subsample = sparsification.RandomSubsamplingEncodingStage(fraction,
+                                                             seed=seed)
+  return _drive_composer(seed).add_parent(subsample,
+                                          subsample.VALUES_KEY).make()

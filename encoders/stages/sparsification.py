@@ -160,7 +160,10 @@ class TopKEncodingStage(encoding_stage.EncodingStageInterface):
     basic.check_float_input('TopKEncodingStage', x)
     flat = tf.reshape(x, [-1])
     size = shapes.static_or_dynamic_size(flat)
-    indices = _largest_indices(tf.abs(flat), self._num_kept(size), size)
+    k = self._num_kept(size)
+    indices = _largest_indices(tf.abs(flat), k, size)
+    if isinstance(k, int):  # The cond inside loses the static length.
+      indices = tf.ensure_shape(indices, [k])
     return {
         self.VALUES_KEY: tf.gather(flat, indices),
         self.INDICES_KEY: tf.cast(indices, tf.int32),
