@@ -52,7 +52,8 @@ def sample_clients(client_ids, clients_per_round, seed, round_number):
 
 
 def run(form_or_path, client_data, rounds, clients_per_round, output_dir,
-        pipeline_options=None, seed=0, min_clients=1, progress=None):
+        pipeline_options=None, seed=0, min_clients=1, progress=None,
+        evaluate=None, on_round=None):
   """Runs rounds 1..`rounds` of a form on Beam; returns a `RunResult`.
 
   Args:
@@ -73,6 +74,12 @@ def run(form_or_path, client_data, rounds, clients_per_round, output_dir,
       with fewer than `min_clients` successes raises `RoundError`, commits
       nothing and leaves the state as it was.
     progress: called with one line per round (default: printed to stderr).
+    evaluate: optional `evaluate(state) -> {name: number}`, called in the
+      driver with each round's new server state before the round commits
+      (e.g. test accuracy of the model); its result is committed with the
+      round as the outcome's 'evaluation', and an error in it fails the
+      round like any other.
+    on_round: optional, called with each round's outcome once committed.
 
   Each committed round's outcome (metrics, clients ok and dropped with
   reasons, bits broadcast and aggregated, seconds per stage) is appended to
@@ -116,10 +123,12 @@ def run(form_or_path, client_data, rounds, clients_per_round, output_dir,
       sampled = sample_clients(client_ids, clients_per_round, seed,
                                round_number)
       outcome = run_round(source, data, store, out, round_number, sampled,
-                          options, min_clients)
+                          options, min_clients, evaluate)
       out.append_metrics(outcome)
       board.write(outcome)
       progress(progress_line(outcome, rounds))
+      if on_round is not None:
+        on_round(outcome)
   finally:
     board.close()
   last = out.last_committed()
@@ -131,7 +140,7 @@ def run(form_or_path, client_data, rounds, clients_per_round, output_dir,
 
 
 def run_round(source, data, store, out, round_number, sampled,
-              pipeline_options=None, min_clients=1):
+              pipeline_options=None, min_clients=1, evaluate=None):
   """Runs and commits one round; returns its outcome.
 
   Raises `RoundError` (and leaves no trace of the round: no staged files, no
@@ -153,6 +162,9 @@ def run_round(source, data, store, out, round_number, sampled,
           f'Round {round_number}: {ok} of {len(sampled)} clients succeeded, '
           f'fewer than min_clients={min_clients}; nothing committed. '
           f'Dropped: {_dropped_summary(outcome)}.')
+    evaluate_start = time.perf_counter()
+    evaluation = _evaluate(evaluate, source, stage)
+    evaluate_seconds = time.perf_counter() - evaluate_start
   except BaseException as e:
     shutil.rmtree(stage, ignore_errors=True)
     store.discard_after(round_number - 1)
@@ -172,10 +184,14 @@ def run_round(source, data, store, out, round_number, sampled,
       bits_aggregated=outcome.pop('bits_aggregated'),
       client_work_seconds=round(outcome.pop('client_work_seconds'), 4),
       **outcome)
+  if evaluation is not None:
+    outcome['evaluation'] = evaluation
   # Commit: the outcome checked and written; the rename that follows is one
   # system call and not counted.
   stages = dict(prepare=prepare, work_aggregate=max(0.0, work_aggregate),
                 update=update, commit=time.perf_counter() - commit_start)
+  if evaluation is not None:
+    stages['evaluate'] = evaluate_seconds
   outcome['stage_seconds'] = {k: round(v, 4) for k, v in stages.items()}
   outcome['seconds'] = round(time.perf_counter() - start, 4)
   tensor_io.write_atomic(os.path.join(stage, round_pipeline.OUTCOME_FILE),
@@ -198,6 +214,20 @@ def _run_pipeline(source, data, store, out, round_number, sampled, options,
     outcome = json.load(f)
   outcome['pipeline_seconds'] = time.perf_counter() - start
   return outcome
+
+
+def _evaluate(evaluate, source, stage):
+  """`evaluate(new state)` as {name: float}, or None without `evaluate`."""
+  if evaluate is None:
+    return None
+  state = tensor_io.read_tensors(
+      os.path.join(stage, round_pipeline.STATE_FILE), source.get().state_spec,
+      what='server state')
+  result = evaluate(state)
+  if not isinstance(result, dict):
+    raise TypeError('evaluate must return a dict name -> number, got '
+                    f'{type(result).__name__}.')
+  return {str(name): float(value) for name, value in result.items()}
 
 
 def _dropped_summary(outcome):
@@ -237,6 +267,10 @@ def progress_line(outcome, rounds):
   reasons = outcome.get('dropped_reasons') or {}
   why = ' (' + ', '.join(f'{n} {r}' for r, n in reasons.items()) + ')' \
       if reasons else ''
+  evaluation = outcome.get('evaluation') or {}
+  if evaluation:
+    metrics += ('; ' if metrics else '') + 'evaluation ' + ', '.join(
+        f'{k}={_short(v)}' for k, v in evaluation.items())
   stages = outcome.get('stage_seconds') or {}
   stage_text = ' (' + ', '.join(f'{k} {v:.2f}' for k, v in stages.items()) + \
       ')' if stages else ''

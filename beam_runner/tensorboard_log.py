@@ -30,6 +30,8 @@ def scalars(outcome):
       'bits/aggregated': outcome['bits_aggregated'],
       'seconds/round': outcome['seconds'],
   }
+  for name, value in (outcome.get('evaluation') or {}).items():
+    values[f'evaluation/{name}'] = value
   for stage, seconds in outcome.get('stage_seconds', {}).items():
     values[f'seconds/{stage}'] = seconds
   for path, value in outcome['metrics'].items():

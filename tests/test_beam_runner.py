@@ -403,3 +403,55 @@ def test_multi_processing_workers_load_the_saved_form_and_read_shards(
   expected = beam_runner.run(form, data, 1, 3, tmp_path / 'local',
                              progress=quiet)
   _assert_same(result.state, expected.state, exact=True)
+
+
+def _sum_process():
+  """State: the running sum of every client's value."""
+
+  @cf.tf_computation(F, F)
+  def add(state, total):
+    return state + total
+
+  @cf.federated_computation(cf.server(F), cf.clients(F))
+  def next_fn(state, value):
+    total = cf.federated_sum(value)
+    return cf.federated_map(add, (state, total)), total
+
+  return cf.IterativeProcess(cf.tf_computation(lambda: tf.constant(0.0)),
+                             next_fn)
+
+
+def test_evaluate_sees_each_new_state_and_its_result_is_committed(tmp_path):
+  form = cf.compile(_sum_process())
+  data = {f'c{i}': np.float32(i + 1) for i in range(4)}
+  seen, committed = [], []
+
+  def evaluate(state):
+    seen.append(float(state))
+    return {'twice': 2 * float(state)}
+
+  result = beam_runner.run(form, data, 3, 4, tmp_path / 'run',
+                           progress=lambda _: None, evaluate=evaluate,
+                           on_round=committed.append)
+  assert seen == [10.0, 20.0, 30.0]
+  assert [o['evaluation'] for o in result.outcomes] == [
+      {'twice': 20.0}, {'twice': 40.0}, {'twice': 60.0}]
+  assert committed == result.outcomes
+  assert all('evaluate' in o['stage_seconds'] for o in result.outcomes)
+  board = beam_runner.tensorboard_log.read(tmp_path / 'run' / 'tensorboard')
+  assert board['evaluation/twice'] == [(1, 20.0), (2, 40.0), (3, 60.0)]
+
+
+def test_a_failing_evaluation_fails_the_round_and_commits_nothing(tmp_path):
+  form = cf.compile(_sum_process())
+  data = {f'c{i}': np.float32(i + 1) for i in range(4)}
+
+  def evaluate(state):
+    if float(state) > 15:
+      raise ValueError('test set unreadable')
+    return {}
+
+  with pytest.raises(beam_runner.RoundError, match='test set unreadable'):
+    beam_runner.run(form, data, 3, 4, tmp_path / 'run',
+                    progress=lambda _: None, evaluate=evaluate)
+  assert beam_runner.RunDir(tmp_path / 'run').committed_rounds() == [0, 1]
