@@ -405,7 +405,7 @@ def test_multi_processing_workers_load_the_saved_form_and_read_shards(
   _assert_same(result.state, expected.state, exact=True)
 
 
-def _sum_process():
+def _running_sum_process():
   """State: the running sum of every client's value."""
 
   @cf.tf_computation(F, F)
@@ -422,7 +422,7 @@ def _sum_process():
 
 
 def test_evaluate_sees_each_new_state_and_its_result_is_committed(tmp_path):
-  form = cf.compile(_sum_process())
+  form = cf.compile(_running_sum_process())
   data = {f'c{i}': np.float32(i + 1) for i in range(4)}
   seen, committed = [], []
 
@@ -443,7 +443,7 @@ def test_evaluate_sees_each_new_state_and_its_result_is_committed(tmp_path):
 
 
 def test_a_failing_evaluation_fails_the_round_and_commits_nothing(tmp_path):
-  form = cf.compile(_sum_process())
+  form = cf.compile(_running_sum_process())
   data = {f'c{i}': np.float32(i + 1) for i in range(4)}
 
   def evaluate(state):
