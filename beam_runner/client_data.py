@@ -169,12 +169,17 @@ def _parser(element_spec):
   return parse
 
 
-def _example(element):
+def example_of(element):
+  """The `tf.train.Example` record of one element (its flat tensors, each
+  serialized by `tf.io.serialize_tensor`), as `TFRecordClientData` reads it."""
   feature = {
       f'{i}': tf.train.Feature(bytes_list=tf.train.BytesList(
           value=[tf.io.serialize_tensor(t).numpy()]))
       for i, t in enumerate(tf.nest.flatten(element))}
   return tf.train.Example(features=tf.train.Features(feature=feature))
+
+
+_example = example_of
 
 
 def write_client_data(directory, data):

@@ -1,0 +1,1 @@
+"""Ready-to-run programs on real data: data preparation, training, command lines."""

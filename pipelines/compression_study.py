@@ -1,0 +1,267 @@
+"""The compression study: one federated averaging experiment per encoder setting.
+
+    python -m pipelines.compression_study                     # Fashion-MNIST, CNN
+    python -m pipelines.compression_study --quick             # digits, a few rounds
+    python -m pipelines.compression_study --json rows.json --settings uncompressed,tutorial_8bit
+
+Every setting runs with the same data, seeds, rounds and sampled clients, so
+its curve differs from the uncompressed one only by what its encoders lose.
+Writes each run under OUTPUT_DIR/<setting>/, one PNG of every setting's test
+accuracy against cumulative bits, a markdown table (also into BENCHMARKS.md
+between markers, unless --no-benchmarks-md), and with --json the rows.
+Reruns resume: settings and rounds already committed are not run again.
+"""
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+
+from beam_runner import tensor_io
+from pipelines import fedavg
+from pipelines import reporting
+
+TARGET_UPLINK_RATIO = 32.0
+TARGET_DOWNLINK_RATIO = 8.0
+TARGET_ACCURACY_POINTS = 1.0
+BENCHMARKS_START = '<!-- compression-study:start -->'
+BENCHMARKS_END = '<!-- compression-study:end -->'
+
+
+@dataclasses.dataclass(frozen=True)
+class Setting:
+  name: str
+  description: str
+  broadcast_encoder: str = 'none'
+  aggregation_encoder: str = 'none'
+  threshold: int = 10000
+  error_feedback: bool = False
+
+
+SETTINGS = (
+    Setting('uncompressed', 'float32 both ways'),
+    Setting('tutorial_8bit', "the tutorial's: 8-bit uniform both ways, "
+            'tensors of 10,000+ elements', 'uniform:8', 'uniform:8'),
+    Setting('hadamard', 'down 4-bit nearest uniform; up 2-bit Hadamard',
+            'uniform_nearest:4', 'hadamard:2', threshold=1000),
+    Setting('drive', 'down 3-bit nearest uniform; up DRIVE 1-bit',
+            'uniform_nearest:3', 'drive', threshold=1000),
+    Setting('subsampled_drive', 'down 3-bit nearest uniform; up DRIVE on a '
+            'random half (0.5 bit)', 'uniform_nearest:3',
+            'subsampled_drive:0.5', threshold=1000),
+    Setting('top_k_ef', 'down 3-bit nearest uniform; up top-1.25% with error '
+            'feedback in client state', 'uniform_nearest:3', 'top_k:0.0125',
+            threshold=1000, error_feedback=True),
+)
+BY_NAME = {s.name: s for s in SETTINGS}
+
+
+def run_study(base, settings=SETTINGS, pipeline_options=None, print_fn=print):
+  """Runs `base` (a `fedavg.Config`) once per setting; returns the rows."""
+  results = {}
+  for setting in settings:
+    config = dataclasses.replace(
+        base, broadcast_encoder=setting.broadcast_encoder,
+        aggregation_encoder=setting.aggregation_encoder,
+        threshold=setting.threshold, error_feedback=setting.error_feedback,
+        output_dir=os.path.join(base.output_dir, setting.name),
+        data_dir=base.data_dir)
+    print_fn(f'== {setting.name}: {setting.description}')
+    results[setting.name] = fedavg.run_experiment(config, pipeline_options,
+                                                  print_fn=print_fn)
+  return rows_of(results, settings)
+
+
+def _per_round(curve, key):
+  return sum(p[key] for p in curve) / len(curve)
+
+
+def rows_of(results, settings):
+  """One row per setting; ratios against the 'uncompressed' setting if run."""
+  baseline = results.get('uncompressed')
+  rows = []
+  for setting in settings:
+    result = results[setting.name]
+    down = _per_round(result.curve, 'round_broadcast_bits')
+    up = _per_round(result.curve, 'round_aggregated_bits')
+    row = {
+        'setting': setting.name,
+        'description': setting.description,
+        'rounds': len(result.curve),
+        'downlink_bits_per_round': down,
+        'uplink_bits_per_round': up,
+        'test_accuracy': result.final_test_accuracy,
+        'downlink_ratio': None, 'uplink_ratio': None,
+        'accuracy_change_points': None,
+    }
+    if baseline is not None:
+      row['downlink_ratio'] = _per_round(
+          baseline.curve, 'round_broadcast_bits') / down
+      row['uplink_ratio'] = _per_round(
+          baseline.curve, 'round_aggregated_bits') / up
+      row['accuracy_change_points'] = 100 * (
+          result.final_test_accuracy - baseline.final_test_accuracy)
+    row['meets_target'] = meets_target(row)
+    row['curve'] = result.curve
+    rows.append(row)
+  return rows
+
+
+def meets_target(row):
+  """At least 32x fewer uplink and 8x fewer downlink bits, accuracy within
+  1 point of uncompressed."""
+  if row['uplink_ratio'] is None:
+    return False
+  return (row['uplink_ratio'] >= TARGET_UPLINK_RATIO and
+          row['downlink_ratio'] >= TARGET_DOWNLINK_RATIO and
+          row['accuracy_change_points'] >= -TARGET_ACCURACY_POINTS)
+
+
+def _ratio(value):
+  return '—' if value is None else f'{value:.1f}x'
+
+
+def markdown_table(rows):
+  lines = ['| setting | down bits/round | up bits/round | downlink ratio | '
+           'uplink ratio | test accuracy | vs uncompressed | target |',
+           '|---|---|---|---|---|---|---|---|']
+  for row in rows:
+    change = row['accuracy_change_points']
+    lines.append(
+        f'| {row["setting"]}: {row["description"]} | '
+        f'{reporting.human_bits(row["downlink_bits_per_round"])} | '
+        f'{reporting.human_bits(row["uplink_bits_per_round"])} | '
+        f'{_ratio(row["downlink_ratio"])} | {_ratio(row["uplink_ratio"])} | '
+        f'{row["test_accuracy"]:.4f} | '
+        f'{"—" if change is None else f"{change:+.2f} pt"} | '
+        f'{"yes" if row["meets_target"] else "no"} |')
+  return '\n'.join(lines)
+
+
+def update_benchmarks_md(path, section):
+  """Puts `section` between the study's markers in `path` (appended the first
+  time), atomically."""
+  text = ''
+  if os.path.exists(path):
+    with open(path) as f:
+      text = f.read()
+  block = f'{BENCHMARKS_START}\n{section.strip()}\n{BENCHMARKS_END}'
+  if BENCHMARKS_START in text and BENCHMARKS_END in text:
+    before = text[:text.index(BENCHMARKS_START)]
+    after = text[text.index(BENCHMARKS_END) + len(BENCHMARKS_END):]
+    text = before + block + after
+  else:
+    text = text.rstrip('\n') + '\n\n' + block + '\n'
+  tensor_io.write_atomic(path, text.encode())
+
+
+def section_text(base, rows, command, plot_path):
+  evaluated = [r for r in rows if r['meets_target']]
+  verdict = (f'Target met by: {", ".join(r["setting"] for r in evaluated)}.'
+             if evaluated else 'No setting met the target in this run.')
+  return '\n'.join([
+      '## Compression study (federated averaging on Beam)',
+      '',
+      f'Command: `{command}`',
+      '',
+      f'Dataset {base.dataset}, {base.partition} partition over '
+      f'{base.num_clients} clients, {base.clients_per_round} clients per '
+      f'round, {rows[0]["rounds"]} rounds, {base.epochs} local epoch(s) of '
+      f'batch {base.batch_size}, client SGD lr {base.client_lr}, server '
+      f'{base.server_optimizer} lr {base.server_lr}, seed {base.seed}. Bits are '
+      'measured from the tensors that travel (broadcast: the payload times '
+      'the clients; aggregated: every client\'s update), averaged per round; '
+      'ratios are uncompressed over setting. Test accuracy is the server '
+      'model\'s after the last round.',
+      '',
+      markdown_table(rows),
+      '',
+      f'Target (at least {TARGET_UPLINK_RATIO:.0f}x uplink, '
+      f'{TARGET_DOWNLINK_RATIO:.0f}x downlink, accuracy within '
+      f'{TARGET_ACCURACY_POINTS:.0f} point of uncompressed): {verdict}',
+      '',
+      f'Accuracy against cumulative bits: `{plot_path}`.',
+  ])
+
+
+def build_parser():
+  parser = argparse.ArgumentParser(
+      prog='python -m pipelines.compression_study',
+      description=__doc__.split('\n\n')[0],
+      epilog='Settings: ' + '; '.join(f'{s.name} ({s.description})'
+                                      for s in SETTINGS) +
+      '. Unknown flags go to Beam as pipeline options.')
+  parser.add_argument('--dataset', default='fashion_mnist')
+  parser.add_argument('--partition', default='iid',
+                      choices=('iid', 'dirichlet', 'shards'))
+  parser.add_argument('--alpha', type=float, default=0.5)
+  parser.add_argument('--num-clients', type=int, default=100)
+  parser.add_argument('--rounds', type=int, default=50)
+  parser.add_argument('--clients-per-round', type=int, default=10)
+  parser.add_argument('--epochs', type=int, default=None,
+                      help="default: pipelines.fedavg's for the dataset")
+  parser.add_argument('--batch-size', type=int, default=20)
+  parser.add_argument('--client-lr', type=float, default=None,
+                      help="default: pipelines.fedavg's for the dataset")
+  parser.add_argument('--eval-every', type=int, default=5)
+  parser.add_argument('--seed', type=int, default=0)
+  parser.add_argument('--settings', default=','.join(BY_NAME),
+                      help='comma-separated setting names (default: all)')
+  parser.add_argument('--quick', action='store_true',
+                      help='digits, 20 clients, 5 rounds: a smoke run')
+  parser.add_argument('--output-dir', default='compression_study_output')
+  parser.add_argument('--json', default=None,
+                      help='write the rows (setting, uplink_ratio, '
+                      'downlink_ratio, test_accuracy, ...) here')
+  parser.add_argument('--benchmarks-md', default='BENCHMARKS.md',
+                      help='markdown file whose study section is replaced')
+  parser.add_argument('--no-benchmarks-md', action='store_true')
+  return parser
+
+
+def main(argv=None):
+  parser = build_parser()
+  args, beam_flags = parser.parse_known_args(argv)
+  names = [n.strip() for n in args.settings.split(',') if n.strip()]
+  unknown = [n for n in names if n not in BY_NAME]
+  if unknown or not names:
+    parser.error(f'unknown --settings {", ".join(unknown) or "(none)"}; '
+                 f'choose from {", ".join(BY_NAME)}')
+  if args.quick:
+    args.dataset, args.num_clients, args.rounds = 'digits', 20, 5
+    args.eval_every = 1
+  try:
+    base = fedavg.Config(
+        dataset=args.dataset, partition=args.partition, alpha=args.alpha,
+        num_clients=args.num_clients, rounds=args.rounds,
+        clients_per_round=args.clients_per_round, epochs=args.epochs,
+        batch_size=args.batch_size, client_lr=args.client_lr,
+        eval_every=args.eval_every, seed=args.seed,
+        output_dir=args.output_dir,
+        data_dir=os.path.join(args.output_dir, fedavg.DATA_DIR))
+    settings = [BY_NAME[n] for n in names]
+    rows = run_study(base, settings, beam_flags,
+                     print_fn=lambda line: print(line, flush=True))
+  except (fedavg.ConfigError, ValueError) as e:
+    print(f'error: {e}', file=sys.stderr)
+    return 2
+  plot_path = reporting.plot_accuracy_vs_bits(
+      {r['setting']: r['curve'] for r in rows},
+      os.path.join(args.output_dir, 'compression_study.png'),
+      f'compression study: {base.dataset}, {base.rounds} rounds')
+  table = markdown_table(rows)
+  print(table)
+  print(f'plot: {plot_path}')
+  if args.json:
+    tensor_io.write_atomic(args.json, json.dumps(rows, indent=1).encode())
+  if not args.no_benchmarks_md:
+    command = 'python -m pipelines.compression_study ' + ' '.join(
+        argv if argv is not None else sys.argv[1:])
+    update_benchmarks_md(args.benchmarks_md,
+                         section_text(base, rows, command.strip(), plot_path))
+  return 0
+
+
+if __name__ == '__main__':
+  sys.exit(main())

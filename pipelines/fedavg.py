@@ -1,0 +1,409 @@
+"""The main job: federated averaging with compressed broadcast and aggregation, on Beam.
+
+    python -m pipelines.fedavg                       # digits, 10 rounds, no compression
+    python -m pipelines.fedavg --dataset fashion_mnist --rounds 50 \\
+        --broadcast-encoder uniform:8 --aggregation-encoder uniform:8
+    python -m pipelines.fedavg ... --runner=DirectRunner --direct_num_workers=2 \\
+        --direct_running_mode=multi_processing       # Beam flags pass through
+
+Steps: partition the dataset into per-client TFRecord shards (a Beam pipeline,
+reused when it exists), build the federated averaging process with the chosen
+encoders, compile it to a canonical form and save it, run its rounds on Beam
+(one batch pipeline per round), evaluating the server model on the test set
+after each round. Prints the compression tutorial's line per round; writes
+TensorBoard logs, `summary.json` and a PNG of test accuracy against bits.
+A rerun with the same flags and output directory resumes where it stopped.
+"""
+
+import argparse
+import dataclasses
+import functools
+import json
+import os
+import sys
+
+import tensorflow as tf
+
+import beam_runner
+import canonical
+from beam_runner import tensor_io
+from canonical import fedavg
+from canonical import learning
+from pipelines import datasets
+from pipelines import encoder_choice
+from pipelines import prepare_data
+from pipelines import reporting
+
+MODELS = {'cnn_28x28': learning.models.cnn_28x28,
+          'small_8x8': learning.models.small_8x8}
+_MODEL_FOR_SHAPE = {(28, 28, 1): 'cnn_28x28', (8, 8, 1): 'small_8x8'}
+# Defaults that depend on the dataset: the digits are few (1,437 training
+# examples, ~72 per client), so each client makes more, larger steps.
+_DATASET_DEFAULTS = {
+    'digits': {'num_clients': 20, 'epochs': 3, 'client_lr': 0.3},
+    None: {'num_clients': 100, 'epochs': 1, 'client_lr': 0.1},  # The others.
+}
+
+FORM_FILE = 'form.pb'
+CONFIG_FILE = 'config.json'
+SUMMARY_FILE = 'summary.json'
+PLOT_FILE = 'accuracy_vs_bits.png'
+RUN_DIR = 'run'
+DATA_DIR = 'data'
+
+
+class ConfigError(ValueError):
+  """Flags that do not make a runnable experiment."""
+
+
+@dataclasses.dataclass
+class Config:
+  """One experiment; every field has a flag of the same name (dashes for _)."""
+  dataset: str = 'digits'
+  partition: str = 'iid'
+  alpha: float = 0.5
+  shards_per_client: int = 2
+  num_clients: int = None  # None: by dataset (_DATASET_DEFAULTS), as are
+  epochs: int = None       # these two.
+  client_lr: float = None
+  model: str = 'auto'
+  rounds: int = 10
+  clients_per_round: int = 10
+  batch_size: int = 20
+  server_optimizer: str = 'sgd'
+  server_lr: float = 1.0
+  server_momentum: float = 0.0
+  broadcast_encoder: str = 'none'
+  aggregation_encoder: str = 'none'
+  threshold: int = encoder_choice.DEFAULT_THRESHOLD
+  error_feedback: bool = False
+  eval_every: int = 1
+  seed: int = 0
+  output_dir: str = 'fedavg_output'
+  data_dir: str = None  # None: OUTPUT_DIR/data.
+
+  def __post_init__(self):
+    defaults = _DATASET_DEFAULTS.get(self.dataset, _DATASET_DEFAULTS[None])
+    for name, value in defaults.items():
+      if getattr(self, name) is None:
+        setattr(self, name, value)
+    if self.data_dir is None:
+      self.data_dir = os.path.join(self.output_dir, DATA_DIR)
+    for name in ('rounds', 'clients_per_round', 'epochs', 'batch_size',
+                 'num_clients', 'eval_every', 'shards_per_client'):
+      if getattr(self, name) < 1:
+        raise ConfigError(f'--{name.replace("_", "-")} must be at least 1, '
+                          f'got {getattr(self, name)}.')
+    if not self.client_lr > 0 or not self.server_lr > 0:
+      raise ConfigError('--client-lr and --server-lr must be positive, got '
+                        f'{self.client_lr} and {self.server_lr}.')
+    if self.threshold < 0:
+      raise ConfigError(f'--threshold must be >= 0, got {self.threshold}.')
+    if self.model != 'auto' and self.model not in MODELS:
+      raise ConfigError(f'Unknown --model {self.model!r}; choose auto or one '
+                        f'of {", ".join(MODELS)}.')
+    if self.server_optimizer not in ('sgd', 'adam'):
+      raise ConfigError('--server-optimizer must be sgd or adam, got '
+                        f'{self.server_optimizer!r}.')
+    for flag, text in (('--broadcast-encoder', self.broadcast_encoder),
+                       ('--aggregation-encoder', self.aggregation_encoder)):
+      try:
+        encoder_choice.parse(text)
+      except encoder_choice.EncoderChoiceError as e:
+        raise ConfigError(f'{flag}: {e}') from None
+    if self.error_feedback and encoder_choice.is_identity(
+        self.aggregation_encoder):
+      raise ConfigError('--error-feedback needs a lossy --aggregation-encoder '
+                        '(with none there is no error to feed back).')
+
+  def run_description(self):
+    """What must match for a rerun in the same output directory to resume."""
+    fields = dataclasses.asdict(self)
+    for volatile in ('rounds', 'output_dir', 'data_dir'):
+      fields.pop(volatile)
+    return fields
+
+
+@dataclasses.dataclass
+class Result:
+  config: Config
+  curve: list          # One `reporting.curve_point` per round.
+  form: object         # The CanonicalForm run.
+  form_path: str
+  run_dir: str
+  plot_path: str
+  summary_path: str
+
+  @property
+  def final_test_accuracy(self):
+    evaluated = [p['test_accuracy'] for p in self.curve
+                 if p['test_accuracy'] is not None]
+    return evaluated[-1] if evaluated else None
+
+
+def model_for(config, image_shape, num_classes):
+  """The `FunctionalModel` the config names, checked against the data."""
+  name = config.model
+  if name == 'auto':
+    name = _MODEL_FOR_SHAPE.get(tuple(image_shape))
+    if name is None:
+      raise ConfigError(
+          f'No ready model for {list(image_shape)} images; ready models take '
+          f'{", ".join(str(list(s)) for s in _MODEL_FOR_SHAPE)}.')
+  builder = functools.partial(MODELS[name], num_classes=num_classes)
+  model = learning.FunctionalModel.from_keras(builder, seed=config.seed)
+  expected = tuple(model.input_spec.shape[1:])
+  if expected != tuple(image_shape):
+    raise ConfigError(f'--model {name} takes {list(expected)} images, the '
+                      f'dataset has {list(image_shape)}.')
+  return name, model
+
+
+def build_process(config, model):
+  """The federated averaging process with the config's encoders."""
+  broadcast_process = aggregation_process = None
+  if not encoder_choice.is_identity(config.broadcast_encoder):
+    broadcast_process = fedavg.build_encoded_broadcast_process_from_model(
+        model, encoder_choice.encoder_fn(config.broadcast_encoder, 'broadcast',
+                                         config.threshold, config.seed))
+  if not encoder_choice.is_identity(config.aggregation_encoder):
+    aggregation_process = fedavg.build_encoded_mean_process_from_model(
+        model, encoder_choice.encoder_fn(config.aggregation_encoder,
+                                         'aggregation', config.threshold,
+                                         config.seed),
+        error_feedback=config.error_feedback)
+  if config.server_optimizer == 'adam':
+    server_optimizer = learning.adam(config.server_lr)
+  else:
+    server_optimizer = learning.sgd(config.server_lr, config.server_momentum)
+  return fedavg.build_federated_averaging_process(
+      model, client_optimizer_fn=lambda: learning.sgd(config.client_lr),
+      server_optimizer_fn=lambda: server_optimizer,
+      broadcast_process=broadcast_process,
+      aggregation_process=aggregation_process, client_epochs=config.epochs)
+
+
+def make_evaluator(model, test_x, test_y, batch_size=500):
+  """`evaluate(state)`: the server model's test loss and accuracy."""
+  test = tf.data.Dataset.from_tensor_slices((test_x, test_y)).batch(batch_size)
+
+  @tf.function
+  def metric_sums(trainable, non_trainable, dataset):
+    weights = learning.ModelWeights(trainable, non_trainable)
+    return model.mean_metrics(learning.evaluate(model, weights, dataset))
+
+  def evaluate(state):
+    # state is the form's ServerState; its first field holds the model's
+    # ModelWeights (trainable, non_trainable), as saved forms keep it.
+    weights = state[0]
+    means = metric_sums(tuple(weights[0]), tuple(weights[1]), test)
+    return {'loss': float(means['loss']), 'accuracy': float(means['accuracy'])}
+
+  return evaluate
+
+
+def _check_output_dir(config):
+  """Refuses an output directory made by a different experiment; then claims it."""
+  os.makedirs(config.output_dir, exist_ok=True)
+  path = os.path.join(config.output_dir, CONFIG_FILE)
+  description = config.run_description()
+  if os.path.exists(path):
+    with open(path) as f:
+      previous = json.load(f)
+    differing = sorted(k for k in set(previous) | set(description)
+                       if previous.get(k) != description.get(k))
+    if differing:
+      raise ConfigError(
+          f'{config.output_dir!r} holds a run of another experiment (it '
+          f'differs in {", ".join(differing)}); pick another --output-dir or '
+          'delete that one.')
+    return
+  tensor_io.write_atomic(path, json.dumps(description, indent=1).encode())
+
+
+def run_experiment(config, pipeline_options=None, print_fn=print,
+                   runner_progress=None):
+  """Prepares data, builds, compiles, saves and runs one experiment; a `Result`."""
+  _check_output_dir(config)
+  prepared = prepare_data.prepare(
+      config.dataset, config.data_dir, config.num_clients,
+      scheme=config.partition, alpha=config.alpha,
+      shards_per_client=config.shards_per_client,
+      batch_size=config.batch_size, seed=config.seed,
+      pipeline_options=pipeline_options)
+  manifest = prepared.manifest
+  model_name, model = model_for(config, manifest['image_shape'],
+                                manifest['num_classes'])
+  test_x, test_y = prepared.test_set()
+  print_fn(f'fedavg: {manifest["dataset"]}, {config.partition} partition over '
+           f'{config.num_clients} clients, {len(test_y)} test examples; model '
+           f'{model_name} ({_parameters(model):,} parameters); broadcast '
+           f'{config.broadcast_encoder}, aggregation {config.aggregation_encoder}'
+           f'{" with error feedback" if config.error_feedback else ""} '
+           f'(tensors of {config.threshold:,}+ elements)')
+  form = canonical.compile(build_process(config, model))
+  form_path = canonical.save(form, os.path.join(config.output_dir, FORM_FILE))
+  print_fn(f'form: {form_path}; per client: broadcast '
+           f'{reporting.human_bits(form.broadcast_bits)}, aggregated '
+           f'{reporting.human_bits(form.aggregated_bits)}')
+
+  evaluator = make_evaluator(model, test_x, test_y)
+  run_dir = os.path.join(config.output_dir, RUN_DIR)
+  curve = _committed_curve(run_dir)
+  if curve:
+    print_fn(f'resuming after round {curve[-1]["round"]} (committed in '
+             f'{run_dir})')
+
+  def evaluate(state):
+    rounds_done = int(state[-1])  # ServerState.round_num
+    if rounds_done % config.eval_every and rounds_done != config.rounds:
+      return {}
+    return evaluator(state)
+
+  def on_round(outcome):
+    curve.append(reporting.curve_point(outcome, curve[-1] if curve else None))
+    print_fn(reporting.round_line(curve[-1], config.rounds))
+
+  result = beam_runner.run(
+      form_path, prepared.client_data, config.rounds, config.clients_per_round,
+      run_dir, pipeline_options=pipeline_options, seed=config.seed,
+      progress=runner_progress or (lambda line: None), evaluate=evaluate,
+      on_round=on_round)
+  curve = _curve(result.outcomes)
+  plot_path = reporting.plot_accuracy_vs_bits(
+      {_label(config): curve}, os.path.join(config.output_dir, PLOT_FILE),
+      f'federated averaging on {manifest["dataset"]} ({model_name})')
+  summary_path = os.path.join(config.output_dir, SUMMARY_FILE)
+  tensor_io.write_atomic(summary_path, json.dumps({
+      'config': dataclasses.asdict(config),
+      'model': model_name,
+      'form_broadcast_bits_per_client': form.broadcast_bits,
+      'form_aggregated_bits_per_client': form.aggregated_bits,
+      'curve': curve}, indent=1).encode())
+  return Result(config, curve, form, form_path, run_dir, plot_path,
+                summary_path)
+
+
+def _curve(outcomes):
+  curve = []
+  for outcome in outcomes:
+    curve.append(reporting.curve_point(outcome, curve[-1] if curve else None))
+  return curve
+
+
+def _committed_curve(run_dir):
+  """The curve of rounds an earlier, interrupted invocation committed."""
+  out = beam_runner.RunDir(run_dir)
+  return _curve(out.outcome(r) for r in out.committed_rounds() if r > 0)
+
+
+def _parameters(model):
+  return sum(s.shape.num_elements() for s in
+             tf.nest.flatten(model.weights_spec.trainable))
+
+
+def _label(config):
+  if encoder_choice.is_identity(config.broadcast_encoder) and \
+      encoder_choice.is_identity(config.aggregation_encoder):
+    return 'uncompressed'
+  feedback = ' + error feedback' if config.error_feedback else ''
+  return (f'down {config.broadcast_encoder}, up '
+          f'{config.aggregation_encoder}{feedback}')
+
+
+def build_parser(prog='python -m pipelines.fedavg'):
+  parser = argparse.ArgumentParser(
+      prog=prog, description=__doc__.split('\n\n')[0],
+      epilog='Unknown flags go to Beam as pipeline options (e.g. '
+      '--runner=DirectRunner --direct_num_workers=2 '
+      '--direct_running_mode=multi_processing). Encoders: ' +
+      ', '.join(encoder_choice.names()) + '.')
+  defaults = Config(output_dir='fedavg_output')
+  data = parser.add_argument_group('data')
+  data.add_argument('--dataset', default=defaults.dataset,
+                    help="'digits' (scikit-learn, the default), "
+                    "'fashion_mnist' (Debian's dataset-fashion-mnist) or a "
+                    'directory of MNIST-format IDX files')
+  data.add_argument('--partition', choices=('iid', 'dirichlet', 'shards'),
+                    default=defaults.partition)
+  data.add_argument('--alpha', type=float, default=defaults.alpha,
+                    help='Dirichlet concentration (smaller: more skewed)')
+  data.add_argument('--shards-per-client', type=int,
+                    default=defaults.shards_per_client,
+                    help='label shards each client holds (--partition shards)')
+  data.add_argument('--num-clients', type=int, default=None,
+                    help='clients to partition into (default: 20 for digits, '
+                    '100 otherwise)')
+  data.add_argument('--data-dir', default=None,
+                    help='where the client shards live (default: '
+                    'OUTPUT_DIR/data); shared by runs with the same data flags')
+  train = parser.add_argument_group('training')
+  train.add_argument('--model', default='auto',
+                     choices=('auto',) + tuple(MODELS))
+  train.add_argument('--rounds', type=int, default=defaults.rounds)
+  train.add_argument('--clients-per-round', type=int,
+                     default=defaults.clients_per_round)
+  train.add_argument('--epochs', type=int, default=None,
+                     help='local epochs per round (default: 3 for digits, 1 '
+                     'otherwise)')
+  train.add_argument('--batch-size', type=int, default=defaults.batch_size)
+  train.add_argument('--client-lr', type=float, default=None,
+                     help='client SGD learning rate (default: 0.3 for digits, '
+                     '0.1 otherwise)')
+  train.add_argument('--server-optimizer', choices=('sgd', 'adam'),
+                     default=defaults.server_optimizer)
+  train.add_argument('--server-lr', type=float, default=defaults.server_lr)
+  train.add_argument('--server-momentum', type=float,
+                     default=defaults.server_momentum)
+  train.add_argument('--eval-every', type=int, default=defaults.eval_every,
+                     help='evaluate on the test set every N rounds (and '
+                     'after the last)')
+  train.add_argument('--seed', type=int, default=defaults.seed)
+  compress = parser.add_argument_group('compression')
+  compress.add_argument('--broadcast-encoder',
+                        default=defaults.broadcast_encoder,
+                        help='encoder of the model sent to clients')
+  compress.add_argument('--aggregation-encoder',
+                        default=defaults.aggregation_encoder,
+                        help='encoder of the model updates sent back')
+  compress.add_argument('--threshold', type=int, default=defaults.threshold,
+                        help='only tensors with at least this many elements '
+                        'are encoded')
+  compress.add_argument('--error-feedback', action='store_true',
+                        help='each client keeps what its aggregation encoder '
+                        'dropped and adds it to its next update')
+  parser.add_argument('--output-dir', default=defaults.output_dir)
+  parser.add_argument('--verbose', action='store_true',
+                      help="also print the Beam runner's per-round details "
+                      '(clients dropped, seconds per stage) to stderr')
+  return parser
+
+
+def config_from_args(args):
+  fields = {f.name for f in dataclasses.fields(Config)}
+  return Config(**{k: v for k, v in vars(args).items() if k in fields})
+
+
+def main(argv=None):
+  parser = build_parser()
+  args, beam_flags = parser.parse_known_args(argv)
+  try:
+    config = config_from_args(args)
+    progress = (lambda line: print(line, file=sys.stderr, flush=True)) \
+        if args.verbose else None
+    result = run_experiment(config, beam_flags,
+                            print_fn=functools.partial(print, flush=True),
+                            runner_progress=progress)
+  except (ConfigError, datasets.DatasetError, beam_runner.RoundError,
+          beam_runner.RunDirError, ValueError) as e:
+    print(f'error: {e}', file=sys.stderr)
+    return 2
+  accuracy = result.final_test_accuracy
+  print(f'done: {len(result.curve)} rounds, final test accuracy '
+        f'{accuracy:.4f}; plot {result.plot_path}; TensorBoard: tensorboard '
+        f'--logdir {os.path.join(result.run_dir, "tensorboard")}')
+  return 0
+
+
+if __name__ == '__main__':
+  sys.exit(main())

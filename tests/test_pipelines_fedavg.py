@@ -1,0 +1,263 @@
+"""pipelines.fedavg and pipelines.compression_study end to end on the digits.
+
+Each run partitions scikit-learn's digits into TFRecord shards with Beam,
+compiles and saves federated averaging, and runs its rounds on Beam's
+in-process runner, evaluating the server model on the test split.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import beam_runner
+import canonical
+from beam_runner import client_states
+from beam_runner import tensor_io
+from pipelines import compression_study
+from pipelines import encoder_choice
+from pipelines import fedavg
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _config(tmp_path, name='run', **fields):
+  fields.setdefault('rounds', 3)
+  fields.setdefault('clients_per_round', 5)
+  fields.setdefault('num_clients', 10)
+  return fedavg.Config(output_dir=str(tmp_path / name),
+                       data_dir=str(tmp_path / 'data'), **fields)
+
+
+@pytest.mark.slow
+def test_encoded_fedavg_learns_and_counts_the_forms_bits(tmp_path):
+  lines = []
+  result = fedavg.run_experiment(
+      _config(tmp_path, rounds=4, broadcast_encoder='uniform:8',
+              aggregation_encoder='hadamard:4', threshold=100),
+      print_fn=lines.append)
+  curve, form = result.curve, result.form
+  assert [p['round'] for p in curve] == [1, 2, 3, 4]
+  accuracies = [p['test_accuracy'] for p in curve]
+  assert accuracies[-1] > 0.3 and accuracies[-1] > accuracies[0]  # Chance: 0.1.
+  for point in curve:
+    assert point['round_broadcast_bits'] == 5 * form.broadcast_bits
+    assert point['round_aggregated_bits'] == 5 * form.aggregated_bits
+  assert curve[-1]['aggregated_bits'] == 4 * 5 * form.aggregated_bits
+  # The encoded dense kernels cost far less than float32 weights would.
+  float_bits = 32 * sum(s.shape.num_elements() for s in
+                        tf.nest.flatten(form.broadcast_spec))
+  assert form.broadcast_bits < float_bits
+  assert 'round   4/4' in lines[-1] and 'test accuracy' in lines[-1]
+  assert 'Kibit (cumulative)' in lines[-1]
+  with open(result.plot_path, 'rb') as f:
+    assert f.read(8) == b'\x89PNG\r\n\x1a\n'
+  with open(result.summary_path) as f:
+    assert json.load(f)['curve'] == curve
+  board = beam_runner.tensorboard_log.read(
+      os.path.join(result.run_dir, 'tensorboard'))
+  assert [step for step, _ in board['evaluation/accuracy']] == [1, 2, 3, 4]
+  # The saved form is the one that ran.
+  loaded = canonical.load(result.form_path)
+  assert loaded.aggregated_bits == form.aggregated_bits
+
+
+def _sampled_twice(client_ids, per_round, seed):
+  """(client, r1, r2): a client sampled in r1 and next in r2 > r1 + 1."""
+  last_seen = {}
+  for round_number in range(1, 50):
+    for client in beam_runner.sample_clients(client_ids, per_round, seed,
+                                             round_number):
+      if client in last_seen and round_number > last_seen[client] + 1:
+        return client, last_seen[client], round_number
+      last_seen[client] = round_number
+  raise AssertionError('no client sampled twice')
+
+
+@pytest.mark.slow
+def test_top_k_with_error_feedback_keeps_each_clients_residual(tmp_path):
+  config = _config(tmp_path, clients_per_round=2, num_clients=4,
+                   aggregation_encoder='top_k:0.05', error_feedback=True,
+                   threshold=100, eval_every=100)
+  ids = [f'client_{i:04d}' for i in range(4)]
+  client, first, second = _sampled_twice(ids, 2, config.seed)
+  config.rounds = second - 1
+  result = fedavg.run_experiment(config, print_fn=lambda _: None)
+  form = result.form
+  run = beam_runner.RunDir(result.run_dir)
+  store = client_states.ClientStateStore(run.client_states_dir)
+  assert store.latest(client, second) == first
+  residual = store.read(client, first, form.client_state_spec)
+  assert any(np.any(np.asarray(r) != 0) for r in tf.nest.flatten(residual))
+  state_before = tensor_io.read_tensors(run.state_path(second - 1),
+                                        form.state_spec)
+
+  config.rounds = second  # Resumes: runs only round `second`.
+  fedavg.run_experiment(config, print_fn=lambda _: None)
+  after = store.read(client, second, form.client_state_spec)
+
+  # Round `second` ran the client's work on its old residual: rerunning that
+  # work locally with the old residual gives the stored new one, bit for bit,
+  # and with a fresh (zero) residual it does not.
+  data = beam_runner.TFRecordClientData(config.data_dir).read(
+      client, form.client_data_spec)
+  broadcast = form.prepare(state_before)
+  _, replayed = form.work((data, residual), broadcast)
+  for a, b in zip(tf.nest.flatten(replayed), tf.nest.flatten(after)):
+    np.testing.assert_array_equal(a, b)
+  _, fresh = form.work((data, form.client_state_init()), broadcast)
+  assert any(np.any(np.asarray(a) != np.asarray(b)) for a, b in
+             zip(tf.nest.flatten(fresh), tf.nest.flatten(after)))
+
+
+@pytest.mark.slow
+def test_a_rerun_resumes_and_keeps_the_cumulative_bits(tmp_path):
+  config = _config(tmp_path, rounds=2, eval_every=2)
+  first = fedavg.run_experiment(config, print_fn=lambda _: None)
+  config.rounds = 3
+  lines = []
+  again = fedavg.run_experiment(config, print_fn=lines.append)
+  assert any('resuming after round 2' in line for line in lines)
+  assert [line for line in lines if line.startswith('round')] == [
+      lines[-1]] and 'round   3/3' in lines[-1]
+  assert again.curve[:2] == first.curve
+  assert again.curve[2]['broadcast_bits'] == 3 * first.curve[0][
+      'round_broadcast_bits']
+  # Round 2 was evaluated (every 2), round 3 as the last; round 1 was not.
+  assert [p['test_accuracy'] is None for p in again.curve] == [
+      True, False, False]
+
+
+def test_an_output_directory_of_another_experiment_is_refused(tmp_path):
+  fedavg._check_output_dir(_config(tmp_path))
+  with pytest.raises(fedavg.ConfigError, match='aggregation_encoder'):
+    fedavg._check_output_dir(_config(tmp_path, aggregation_encoder='drive'))
+  fedavg._check_output_dir(_config(tmp_path, rounds=7))  # Rounds may grow.
+
+
+@pytest.mark.parametrize('fields, message', [
+    ({'error_feedback': True}, 'needs a lossy --aggregation-encoder'),
+    ({'broadcast_encoder': 'uniform:99'}, 'bits must be 1..16'),
+    ({'aggregation_encoder': 'zip'}, "Unknown encoder 'zip'"),
+    ({'rounds': 0}, '--rounds must be at least 1'),
+    ({'model': 'resnet'}, "Unknown --model 'resnet'"),
+    ({'client_lr': -1.0}, 'must be positive'),
+])
+def test_bad_flags_are_refused_before_any_work(tmp_path, fields, message):
+  with pytest.raises(fedavg.ConfigError, match=message):
+    _config(tmp_path, **fields)
+  assert not os.path.exists(tmp_path / 'run')
+
+
+def test_defaults_depend_on_the_dataset(tmp_path):
+  digits = _config(tmp_path, num_clients=None)
+  other = _config(tmp_path, dataset='fashion_mnist', num_clients=None)
+  assert (digits.num_clients, digits.epochs, digits.client_lr) == (20, 3, 0.3)
+  assert (other.num_clients, other.epochs, other.client_lr) == (100, 1, 0.1)
+  assert _config(tmp_path, epochs=2).epochs == 2
+
+
+def test_a_model_that_does_not_fit_the_images_is_refused(tmp_path):
+  with pytest.raises(fedavg.ConfigError, match=r'takes \[28, 28, 1\] images'):
+    fedavg.model_for(_config(tmp_path, model='cnn_28x28'), (8, 8, 1), 10)
+  with pytest.raises(fedavg.ConfigError, match='No ready model'):
+    fedavg.model_for(_config(tmp_path), (32, 32, 3), 10)
+
+
+def test_main_reports_a_bad_dataset_path_clearly(tmp_path, capsys):
+  missing = tmp_path / 'no_such_idx_dir'
+  code = fedavg.main(['--dataset', str(missing), '--output-dir',
+                      str(tmp_path / 'out')])
+  err = capsys.readouterr().err
+  assert code == 2
+  assert err.startswith('error: ') and str(missing) in err
+  assert 'Traceback' not in err
+
+
+def test_main_says_how_to_install_fashion_mnist(tmp_path, capsys,
+                                                monkeypatch):
+  monkeypatch.setenv('FASHION_MNIST_DIR', str(tmp_path / 'empty'))
+  code = fedavg.main(['--dataset', 'fashion_mnist', '--output-dir',
+                      str(tmp_path / 'out')])
+  assert code == 2
+  assert 'apt-get install dataset-fashion-mnist' in capsys.readouterr().err
+
+
+def test_encoder_choice_leaves_small_and_integer_tensors_alone():
+  encoder_fn = encoder_choice.encoder_fn('hadamard:2', 'aggregation',
+                                         threshold=1000)
+  large = encoder_fn(tf.TensorSpec([40, 25], tf.float32))
+  small = encoder_fn(tf.TensorSpec([999], tf.float32))
+  integers = encoder_fn(tf.TensorSpec([4000], tf.int32))
+  assert large.encoded_bits < 1000 * 3
+  assert small.encoded_bits == 999 * 32
+  assert integers.encoded_bits == 4000 * 32
+
+
+@pytest.mark.parametrize('text, parsed', [
+    ('uniform', ('uniform', 8)), ('uniform:4', ('uniform', 4)),
+    ('top_k:0.01', ('top_k', 0.01)), ('drive', ('drive', None)),
+    (' none ', ('none', None)),
+])
+def test_encoder_names_parse(text, parsed):
+  assert encoder_choice.parse(text) == parsed
+
+
+@pytest.mark.parametrize('text, message', [
+    ('drive:3', 'takes no argument'), ('top_k:2', r'in \(0, 1\]'),
+    ('hadamard:two', 'must be a number'), ('gzip', 'choose one of'),
+])
+def test_bad_encoder_names_are_explained(text, message):
+  with pytest.raises(encoder_choice.EncoderChoiceError, match=message):
+    encoder_choice.parse(text)
+
+
+@pytest.mark.slow
+def test_main_job_command_prints_the_tutorial_lines(tmp_path):
+  completed = subprocess.run(
+      [sys.executable, '-m', 'pipelines.fedavg', '--rounds', '2',
+       '--num-clients', '6', '--clients-per-round', '3', '--output-dir',
+       str(tmp_path / 'out'), '--aggregation-encoder', 'drive',
+       '--threshold', '100'],
+      cwd=ROOT, capture_output=True, text=True, timeout=600,
+      env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3'))
+  assert completed.returncode == 0, completed.stderr[-3000:]
+  rounds = [l for l in completed.stdout.splitlines() if l.startswith('round')]
+  assert len(rounds) == 2 and 'aggregated' in rounds[1]
+  assert 'final test accuracy' in completed.stdout.splitlines()[-1]
+  assert os.path.exists(tmp_path / 'out' / fedavg.PLOT_FILE)
+
+
+@pytest.mark.slow
+def test_compression_study_writes_rows_table_and_plot(tmp_path):
+  benchmarks = tmp_path / 'BENCHMARKS.md'
+  benchmarks.write_text('# Benchmarks\n\nOther figures stay.\n')
+  rows_path = tmp_path / 'rows.json'
+  argv = ['--quick', '--settings', 'uncompressed,subsampled_drive', '--output-dir',
+           str(tmp_path / 'study'), '--json', str(rows_path),
+           '--benchmarks-md', str(benchmarks)]
+  assert compression_study.main(argv) == 0
+  rows = json.loads(rows_path.read_text())
+  assert [r['setting'] for r in rows] == ['uncompressed', 'subsampled_drive']
+  base, squeezed = rows
+  assert base['uplink_ratio'] == 1.0 and base['downlink_ratio'] == 1.0
+  # DRIVE on half the coordinates: about 0.5 bit instead of 32 for the
+  # large tensors; the small ones (under the threshold) stay float32.
+  assert squeezed['uplink_ratio'] > 4 and squeezed['downlink_ratio'] > 4
+  for row in rows:
+    assert 0.0 <= row['test_accuracy'] <= 1.0
+    assert row['rounds'] == 5
+  text = benchmarks.read_text()
+  assert text.startswith('# Benchmarks\n\nOther figures stay.')
+  assert text.count(compression_study.BENCHMARKS_START) == 1
+  assert '| subsampled_drive' in text
+  # A second study replaces its section, never duplicates it.
+  compression_study.update_benchmarks_md(str(benchmarks), 'replaced')
+  text = benchmarks.read_text()
+  assert text.count(compression_study.BENCHMARKS_START) == 1
+  assert 'replaced' in text and '| subsampled_drive' not in text
+  assert os.path.exists(tmp_path / 'study' / 'compression_study.png')
