@@ -252,7 +252,9 @@ def run_experiment(config, pipeline_options=None, print_fn=print,
   curve = _committed_curve(run_dir)
   if curve:
     print_fn(f'resuming after round {curve[-1]["round"]} (committed in '
-             f'{run_dir})')
+             f'{run_dir}):')
+    for point in curve:
+      print_fn(reporting.round_line(point, config.rounds))
 
   def evaluate(state):
     rounds_done = int(state[-1])  # ServerState.round_num

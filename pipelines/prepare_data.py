@@ -7,8 +7,8 @@ file they load once per process, never through the pipeline graph (which
 Beam pickles). Everything is built in `<output_dir>.partial-<uuid>` and
 renamed into place at the end, so `output_dir` is either complete or absent.
 
-  python -m pipelines.prepare_data --dataset digits --clients 50 \
-      --partition dirichlet --alpha 0.3 --output /tmp/digits50 [beam flags]
+  python -m pipelines.prepare_data --dataset digits --num-clients 50 \
+      --partition dirichlet --alpha 0.3 --output-dir /tmp/digits50 [beam flags]
 """
 
 import argparse
@@ -290,7 +290,8 @@ def main(argv=None):
   parser.add_argument('--dataset', required=True,
                       help=f'{" or ".join(datasets.BUILTIN)}, or a directory '
                       'of MNIST-format IDX files')
-  parser.add_argument('--clients', type=int, required=True)
+  parser.add_argument('--num-clients', '--clients', dest='clients', type=int,
+                      required=True)
   parser.add_argument('--partition', default='iid',
                       choices=partition_lib.SCHEMES)
   parser.add_argument('--alpha', type=float, default=0.5,
@@ -299,7 +300,8 @@ def main(argv=None):
                       help='shards per client (shards only)')
   parser.add_argument('--batch-size', type=int, default=20)
   parser.add_argument('--seed', type=int, default=0)
-  parser.add_argument('--output', required=True)
+  parser.add_argument('--output-dir', '--output', dest='output',
+                      required=True)
   args, beam_args = parser.parse_known_args(argv)
   try:
     prepared = prepare(args.dataset, args.output, args.clients,
