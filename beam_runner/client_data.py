@@ -140,17 +140,35 @@ class TFRecordClientData:
     path = self.path(client_id)
     if not os.path.exists(path):
       raise ClientDataError(f'Client {client_id!r} has no data file {path!r}.')
-    element = spec.element_spec if isinstance(spec, tf.data.DatasetSpec) \
-        else spec
-    parse = _parser(element)
-    records = tf.data.TFRecordDataset(path)
     if isinstance(spec, tf.data.DatasetSpec):
-      return records.map(parse)
-    values = list(records.take(2))
+      return _dataset_reader(spec)(path)
+    parse = _parser(spec)
+    values = list(tf.data.TFRecordDataset(path).take(2))
     if len(values) != 1:
       raise ClientDataError(f'Client {client_id!r}: {path!r} must hold exactly '
                             f'one record, it holds {len(values)}+.')
     return parse(values[0])
+
+
+_DATASET_READERS = {}
+
+
+def _dataset_reader(spec):
+  """`read(path) -> Dataset` for a `DatasetSpec`, traced once per spec.
+
+  Building `TFRecordDataset(path).map(parse)` eagerly traces `parse` again
+  for every client (~20-30 ms); a `tf.function` returning the dataset traces
+  it once and then costs ~2 ms a client.
+  """
+  key = json.dumps(spec_to_json(spec), sort_keys=True)
+  reader = _DATASET_READERS.get(key)
+  if reader is None:
+    parse = _parser(spec.element_spec)
+    reader = tf.function(
+        lambda path: tf.data.TFRecordDataset(path).map(parse),
+        input_signature=[tf.TensorSpec([], tf.string)])
+    _DATASET_READERS[key] = reader
+  return reader
 
 
 def _parser(element_spec):
