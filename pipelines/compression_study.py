@@ -43,13 +43,16 @@ SETTINGS = (
     Setting('uncompressed', 'float32 both ways'),
     Setting('tutorial_8bit', "the tutorial's: 8-bit uniform both ways, "
             'tensors of 10,000+ elements', 'uniform:8', 'uniform:8'),
-    Setting('hadamard', 'down 4-bit nearest uniform; up 2-bit Hadamard',
-            'uniform_nearest:4', 'hadamard:2', threshold=1000),
+    Setting('hadamard', 'down 4-bit nearest uniform; up 3-bit Hadamard',
+            'uniform_nearest:4', 'hadamard:3', threshold=1000),
     Setting('drive', 'down 3-bit nearest uniform; up DRIVE 1-bit',
             'uniform_nearest:3', 'drive', threshold=1000),
     Setting('subsampled_drive', 'down 3-bit nearest uniform; up DRIVE on a '
             'random half (0.5 bit)', 'uniform_nearest:3',
             'subsampled_drive:0.5', threshold=1000),
+    Setting('subsampled_drive_quarter', 'down 3-bit nearest uniform; up DRIVE '
+            'on a random quarter (0.25 bit)', 'uniform_nearest:3',
+            'subsampled_drive:0.25', threshold=1000),
     Setting('top_k_ef', 'down 3-bit nearest uniform; up top-1.25% with error '
             'feedback in client state', 'uniform_nearest:3', 'top_k:0.0125',
             threshold=1000, error_feedback=True),
@@ -211,6 +214,9 @@ def build_parser():
   parser.add_argument('--quick', action='store_true',
                       help='digits, 20 clients, 5 rounds: a smoke run')
   parser.add_argument('--output-dir', default='compression_study_output')
+  parser.add_argument('--plot', default=None,
+                      help='the PNG to write (default: '
+                      'OUTPUT_DIR/compression_study.png)')
   parser.add_argument('--json', default=None,
                       help='write the rows (setting, uplink_ratio, '
                       'downlink_ratio, test_accuracy, ...) here')
@@ -248,7 +254,7 @@ def main(argv=None):
     return 2
   plot_path = reporting.plot_accuracy_vs_bits(
       {r['setting']: r['curve'] for r in rows},
-      os.path.join(args.output_dir, 'compression_study.png'),
+      args.plot or os.path.join(args.output_dir, 'compression_study.png'),
       f'compression study: {base.dataset}, {base.rounds} rounds')
   table = markdown_table(rows)
   print(table)

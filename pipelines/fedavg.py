@@ -401,8 +401,9 @@ def main(argv=None):
     print(f'error: {e}', file=sys.stderr)
     return 2
   accuracy = result.final_test_accuracy
+  accuracy_text = 'not evaluated' if accuracy is None else f'{accuracy:.4f}'
   print(f'done: {len(result.curve)} rounds, final test accuracy '
-        f'{accuracy:.4f}; plot {result.plot_path}; TensorBoard: tensorboard '
+        f'{accuracy_text}; plot {result.plot_path}; TensorBoard: tensorboard '
         f'--logdir {os.path.join(result.run_dir, "tensorboard")}')
   return 0
 
