@@ -25,8 +25,6 @@ from pipelines import reporting
 TARGET_UPLINK_RATIO = 32.0
 TARGET_DOWNLINK_RATIO = 8.0
 TARGET_ACCURACY_POINTS = 1.0
-BENCHMARKS_START = '<!-- compression-study:start -->'
-BENCHMARKS_END = '<!-- compression-study:end -->'
 
 
 @dataclasses.dataclass(frozen=True)
@@ -142,17 +140,34 @@ def markdown_table(rows):
   return '\n'.join(lines)
 
 
-def update_benchmarks_md(path, section):
-  """Puts `section` between the study's markers in `path` (appended the first
-  time), atomically."""
+def study_key(config):
+  """Names a study's section in BENCHMARKS.md: one section per dataset and
+  partition, so a non-IID study does not replace the IID one."""
+  partition = config.partition
+  if partition == 'dirichlet':
+    partition += f'{config.alpha:g}'
+  elif partition == 'shards':
+    partition += f'{config.shards_per_client}'
+  return f'{os.path.basename(os.path.normpath(config.dataset))}-{partition}'
+
+
+def markers(key):
+  return (f'<!-- compression-study {key}: start -->',
+          f'<!-- compression-study {key}: end -->')
+
+
+def update_benchmarks_md(path, section, key):
+  """Puts `section` between the study's markers for `key` in `path` (appended
+  the first time), atomically."""
   text = ''
   if os.path.exists(path):
     with open(path) as f:
       text = f.read()
-  block = f'{BENCHMARKS_START}\n{section.strip()}\n{BENCHMARKS_END}'
-  if BENCHMARKS_START in text and BENCHMARKS_END in text:
-    before = text[:text.index(BENCHMARKS_START)]
-    after = text[text.index(BENCHMARKS_END) + len(BENCHMARKS_END):]
+  start, end = markers(key)
+  block = f'{start}\n{section.strip()}\n{end}'
+  if start in text and end in text:
+    before = text[:text.index(start)]
+    after = text[text.index(end) + len(end):]
     text = before + block + after
   else:
     text = text.rstrip('\n') + '\n\n' + block + '\n'
@@ -164,7 +179,7 @@ def section_text(base, rows, command, plot_path):
   verdict = (f'Target met by: {", ".join(r["setting"] for r in evaluated)}.'
              if evaluated else 'No setting met the target in this run.')
   return '\n'.join([
-      '## Compression study (federated averaging on Beam)',
+      f'## Compression study: {study_key(base)} (federated averaging on Beam)',
       '',
       f'Command: `{command}`',
       '',
@@ -265,7 +280,8 @@ def main(argv=None):
     command = 'python -m pipelines.compression_study ' + ' '.join(
         argv if argv is not None else sys.argv[1:])
     update_benchmarks_md(args.benchmarks_md,
-                         section_text(base, rows, command.strip(), plot_path))
+                         section_text(base, rows, command.strip(), plot_path),
+                         study_key(base))
   return 0
 
 

@@ -253,12 +253,39 @@ def test_compression_study_writes_rows_table_and_plot(tmp_path):
     assert 0.0 <= row['test_accuracy'] <= 1.0
     assert row['rounds'] == 5
   text = benchmarks.read_text()
+  start, _ = compression_study.markers('digits-iid')
   assert text.startswith('# Benchmarks\n\nOther figures stay.')
-  assert text.count(compression_study.BENCHMARKS_START) == 1
+  assert text.count(start) == 1
   assert '| subsampled_drive' in text
-  # A second study replaces its section, never duplicates it.
-  compression_study.update_benchmarks_md(str(benchmarks), 'replaced')
+  # A second study of the same data replaces its section, never duplicates
+  # it; a study of other data gets its own.
+  compression_study.update_benchmarks_md(str(benchmarks), 'replaced',
+                                         'digits-iid')
+  compression_study.update_benchmarks_md(str(benchmarks), 'non-iid',
+                                         'digits-dirichlet0.3')
   text = benchmarks.read_text()
-  assert text.count(compression_study.BENCHMARKS_START) == 1
+  assert text.count(start) == 1
   assert 'replaced' in text and '| subsampled_drive' not in text
+  assert text.index('replaced') < text.index('non-iid')
   assert os.path.exists(tmp_path / 'study' / 'compression_study.png')
+
+
+def test_study_sections_are_keyed_by_dataset_and_partition(tmp_path):
+  key = compression_study.study_key
+  assert key(_config(tmp_path, dataset='fashion_mnist')) == 'fashion_mnist-iid'
+  assert key(_config(tmp_path, partition='dirichlet', alpha=0.3)) == \
+      'digits-dirichlet0.3'
+  assert key(_config(tmp_path, partition='shards', shards_per_client=2)) == \
+      'digits-shards2'
+  assert key(_config(tmp_path, dataset='/data/emnist/')) == 'emnist-iid'
+
+
+@pytest.mark.parametrize('up, down, change, meets', [
+    (32.0, 8.0, -1.0, True), (60.0, 10.0, 0.5, True),
+    (31.9, 10.0, 0.0, False), (40.0, 7.9, 0.0, False),
+    (40.0, 10.0, -1.01, False), (None, None, None, False),
+])
+def test_the_target_needs_all_three(up, down, change, meets):
+  row = {'uplink_ratio': up, 'downlink_ratio': down,
+         'accuracy_change_points': change}
+  assert compression_study.meets_target(row) is meets
