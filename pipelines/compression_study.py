@@ -89,6 +89,7 @@ def rows_of(results, settings):
     row = {
         'setting': setting.name,
         'description': setting.description,
+        'model': result.model_name,
         'rounds': len(result.curve),
         'downlink_bits_per_round': down,
         'uplink_bits_per_round': up,
@@ -120,7 +121,7 @@ def meets_target(row):
 
 
 def _ratio(value):
-  return '—' if value is None else f'{value:.1f}x'
+  return '—' if value is None else f'{value:.2f}x'
 
 
 def markdown_table(rows):
@@ -175,23 +176,25 @@ def update_benchmarks_md(path, section, key):
 
 
 def section_text(base, rows, command, plot_path):
-  evaluated = [r for r in rows if r['meets_target']]
-  verdict = (f'Target met by: {", ".join(r["setting"] for r in evaluated)}.'
-             if evaluated else 'No setting met the target in this run.')
+  met = [r['setting'] for r in rows if r['meets_target']]
+  verdict = (f'met by {", ".join(met)}.' if met else
+             'no setting met it in this run.')
   return '\n'.join([
       f'## Compression study: {study_key(base)} (federated averaging on Beam)',
       '',
       f'Command: `{command}`',
       '',
-      f'Dataset {base.dataset}, {base.partition} partition over '
+      f'Model {rows[0]["model"]}; dataset {base.dataset}, '
+      f'{study_key(base).rsplit("-", 1)[1]} partition over '
       f'{base.num_clients} clients, {base.clients_per_round} clients per '
-      f'round, {rows[0]["rounds"]} rounds, {base.epochs} local epoch(s) of '
-      f'batch {base.batch_size}, client SGD lr {base.client_lr}, server '
+      f'round, {rows[0]["rounds"]} rounds, local epochs {base.epochs} of '
+      f'batches of {base.batch_size}, client SGD lr {base.client_lr}, server '
       f'{base.server_optimizer} lr {base.server_lr}, seed {base.seed}. Bits are '
       'measured from the tensors that travel (broadcast: the payload times '
       'the clients; aggregated: every client\'s update), averaged per round; '
       'ratios are uncompressed over setting. Test accuracy is the server '
-      'model\'s after the last round.',
+      'model\'s after the last round, from one seed (the spread across '
+      'seeds is not measured by this command).',
       '',
       markdown_table(rows),
       '',

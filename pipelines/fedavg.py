@@ -127,6 +127,7 @@ class Config:
 @dataclasses.dataclass
 class Result:
   config: Config
+  model_name: str
   curve: list          # One `reporting.curve_point` per round.
   form: object         # The CanonicalForm run.
   form_path: str
@@ -282,8 +283,8 @@ def run_experiment(config, pipeline_options=None, print_fn=print,
       'form_broadcast_bits_per_client': form.broadcast_bits,
       'form_aggregated_bits_per_client': form.aggregated_bits,
       'curve': curve}, indent=1).encode())
-  return Result(config, curve, form, form_path, run_dir, plot_path,
-                summary_path)
+  return Result(config, model_name, curve, form, form_path, run_dir,
+                plot_path, summary_path)
 
 
 def _curve(outcomes):
