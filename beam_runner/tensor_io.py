@@ -6,12 +6,12 @@ layout the form's specs already know. So only the flat list of arrays is
 written: per tensor its dtype, shape and raw bytes; no pickle anywhere.
 """
 
-import os
 import struct
-import tempfile
 
 import numpy as np
 import tensorflow as tf
+
+from canonical.saving import atomic_file
 
 _MAGIC = b'FCT1'
 _COUNT = struct.Struct('<I')
@@ -112,17 +112,7 @@ def _strings(raw, shape):
 
 def write_atomic(path, data):
   """Writes bytes so that readers see the whole file or none of it."""
-  directory = os.path.dirname(path) or '.'
-  os.makedirs(directory, exist_ok=True)
-  fd, temp = tempfile.mkstemp(dir=directory, prefix='.tmp-')
-  try:
-    with os.fdopen(fd, 'wb') as f:
-      f.write(data)
-    os.replace(temp, path)
-  except BaseException:
-    if os.path.exists(temp):
-      os.remove(temp)
-    raise
+  atomic_file.write(path, data)
 
 
 def write_tensors(path, structure):

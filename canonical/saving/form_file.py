@@ -10,13 +10,13 @@ graph, and pieces whose types do not connect (CanonicalForm's own check).
 
 import importlib.metadata
 import os
-import tempfile
 
 import tensorflow as tf
 from google.protobuf import message
 
 from canonical import form as form_lib
 from canonical.form import FormError
+from canonical.saving import atomic_file
 from canonical.saving import canonical_form_pb2
 from canonical.saving import envelope
 from canonical.saving import graph_piece
@@ -60,22 +60,7 @@ def to_bytes(form):
 
 def save(form, path):
   """Writes `form` to `path` atomically (a temporary file, then a rename)."""
-  data = to_bytes(form)
-  path = os.fspath(path)
-  directory = os.path.dirname(os.path.abspath(path))
-  fd, tmp = tempfile.mkstemp(prefix='.' + os.path.basename(path) + '.',
-                             suffix='.tmp', dir=directory)
-  try:
-    with os.fdopen(fd, 'wb') as f:
-      f.write(data)
-      f.flush()
-      os.fsync(f.fileno())
-    os.replace(tmp, path)
-  except BaseException:
-    if os.path.exists(tmp):
-      os.remove(tmp)
-    raise
-  return path
+  return atomic_file.write(path, to_bytes(form), sync=True)
 
 
 def parse(data, where='form'):
