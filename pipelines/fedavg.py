@@ -63,8 +63,9 @@ class Config:
   partition: str = 'iid'
   alpha: float = 0.5
   shards_per_client: int = 2
-  num_clients: int = None  # None: by dataset (_DATASET_DEFAULTS), as are
-  epochs: int = None       # these two.
+  # None for these three: the dataset's default (_DATASET_DEFAULTS).
+  num_clients: int = None
+  epochs: int = None
   client_lr: float = None
   model: str = 'auto'
   rounds: int = 10
