@@ -32,6 +32,18 @@ class RunDirError(ValueError):
   """An output directory that belongs to a different run."""
 
 
+def record_or_compare(path, description):
+  """Records the JSON dict `description` at `path` if nothing is there;
+  otherwise returns the sorted keys where the recorded one differs."""
+  if not os.path.exists(path):
+    tensor_io.write_atomic(path, json.dumps(description, indent=1).encode())
+    return []
+  with open(path) as f:
+    existing = json.load(f)
+  return sorted(k for k in set(existing) | set(description)
+                if existing.get(k) != description.get(k))
+
+
 class RunDir:
 
   def __init__(self, directory):
@@ -45,18 +57,12 @@ class RunDir:
   def claim(self, description):
     """Records what the run is; refuses a directory holding a different run."""
     os.makedirs(self.rounds_dir, exist_ok=True)
-    path = os.path.join(self.directory, RUN_FILE)
-    if os.path.exists(path):
-      with open(path) as f:
-        existing = json.load(f)
-      if existing != description:
-        changed = sorted(k for k in set(existing) | set(description)
-                         if existing.get(k) != description.get(k))
-        raise RunDirError(
-            f'{self.directory!r} holds a different run (it differs in '
-            f'{", ".join(changed)}); use a new output directory.')
-    else:
-      tensor_io.write_atomic(path, json.dumps(description, indent=1).encode())
+    changed = record_or_compare(os.path.join(self.directory, RUN_FILE),
+                                description)
+    if changed:
+      raise RunDirError(
+          f'{self.directory!r} holds a different run (it differs in '
+          f'{", ".join(changed)}); use a new output directory.')
     shutil.rmtree(self.staging_dir, ignore_errors=True)  # Unfinished rounds.
 
   def committed_rounds(self):

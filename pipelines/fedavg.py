@@ -26,6 +26,7 @@ import tensorflow as tf
 
 import beam_runner
 import canonical
+from beam_runner import run_dir as run_dir_lib
 from beam_runner import tensor_io
 from canonical import fedavg
 from canonical import learning
@@ -206,21 +207,13 @@ def make_evaluator(model, test_x, test_y, batch_size=500):
 
 def _check_output_dir(config):
   """Refuses an output directory made by a different experiment; then claims it."""
-  os.makedirs(config.output_dir, exist_ok=True)
-  path = os.path.join(config.output_dir, CONFIG_FILE)
-  description = config.run_description()
-  if os.path.exists(path):
-    with open(path) as f:
-      previous = json.load(f)
-    differing = sorted(k for k in set(previous) | set(description)
-                       if previous.get(k) != description.get(k))
-    if differing:
-      raise ConfigError(
-          f'{config.output_dir!r} holds a run of another experiment (it '
-          f'differs in {", ".join(differing)}); pick another --output-dir or '
-          'delete that one.')
-    return
-  tensor_io.write_atomic(path, json.dumps(description, indent=1).encode())
+  differing = run_dir_lib.record_or_compare(
+      os.path.join(config.output_dir, CONFIG_FILE), config.run_description())
+  if differing:
+    raise ConfigError(
+        f'{config.output_dir!r} holds a run of another experiment (it '
+        f'differs in {", ".join(differing)}); pick another --output-dir or '
+        'delete that one.')
 
 
 def run_experiment(config, pipeline_options=None, print_fn=print,
@@ -268,12 +261,11 @@ def run_experiment(config, pipeline_options=None, print_fn=print,
     curve.append(reporting.curve_point(outcome, curve[-1] if curve else None))
     print_fn(reporting.round_line(curve[-1], config.rounds))
 
-  result = beam_runner.run(
+  beam_runner.run(
       form_path, prepared.client_data, config.rounds, config.clients_per_round,
       run_dir, pipeline_options=pipeline_options, seed=config.seed,
       progress=runner_progress or (lambda line: None), evaluate=evaluate,
       on_round=on_round)
-  curve = _curve(result.outcomes)
   plot_path = reporting.plot_accuracy_vs_bits(
       {_label(config): curve}, os.path.join(config.output_dir, PLOT_FILE),
       f'federated averaging on {manifest["dataset"]} ({model_name})')

@@ -20,6 +20,7 @@ import canonical as cf
 from beam_runner import round_pipeline
 from beam_runner import tensor_io
 from example_processes import client_state_process
+from example_processes import no_broadcast_process
 
 F = tf.TensorSpec([], tf.float32)
 I = tf.TensorSpec([], tf.int32)
@@ -405,24 +406,8 @@ def test_multi_processing_workers_load_the_saved_form_and_read_shards(
   _assert_same(result.state, expected.state, exact=True)
 
 
-def _running_sum_process():
-  """State: the running sum of every client's value."""
-
-  @cf.tf_computation(F, F)
-  def add(state, total):
-    return state + total
-
-  @cf.federated_computation(cf.server(F), cf.clients(F))
-  def next_fn(state, value):
-    total = cf.federated_sum(value)
-    return cf.federated_map(add, (state, total)), total
-
-  return cf.IterativeProcess(cf.tf_computation(lambda: tf.constant(0.0)),
-                             next_fn)
-
-
 def test_evaluate_sees_each_new_state_and_its_result_is_committed(tmp_path):
-  form = cf.compile(_running_sum_process())
+  form = cf.compile(no_broadcast_process())
   data = {f'c{i}': np.float32(i + 1) for i in range(4)}
   seen, committed = [], []
 
@@ -433,17 +418,17 @@ def test_evaluate_sees_each_new_state_and_its_result_is_committed(tmp_path):
   result = beam_runner.run(form, data, 3, 4, tmp_path / 'run',
                            progress=lambda _: None, evaluate=evaluate,
                            on_round=committed.append)
-  assert seen == [10.0, 20.0, 30.0]
+  assert seen == [11.0, 21.0, 31.0]  # The state starts at 1.
   assert [o['evaluation'] for o in result.outcomes] == [
-      {'twice': 20.0}, {'twice': 40.0}, {'twice': 60.0}]
+      {'twice': 22.0}, {'twice': 42.0}, {'twice': 62.0}]
   assert committed == result.outcomes
   assert all('evaluate' in o['stage_seconds'] for o in result.outcomes)
   board = beam_runner.tensorboard_log.read(tmp_path / 'run' / 'tensorboard')
-  assert board['evaluation/twice'] == [(1, 20.0), (2, 40.0), (3, 60.0)]
+  assert board['evaluation/twice'] == [(1, 22.0), (2, 42.0), (3, 62.0)]
 
 
 def test_a_failing_evaluation_fails_the_round_and_commits_nothing(tmp_path):
-  form = cf.compile(_running_sum_process())
+  form = cf.compile(no_broadcast_process())
   data = {f'c{i}': np.float32(i + 1) for i in range(4)}
 
   def evaluate(state):

@@ -239,18 +239,7 @@ def test_two_broadcasts_and_two_aggregations_with_server_logic():
 
 
 def test_no_broadcast():
-
-  @cf.tf_computation(F, F)
-  def add(a, b):
-    return a + b
-
-  @cf.federated_computation(cf.server(F), cf.clients(F))
-  def next_fn(state, data):
-    total = cf.federated_sum(data)
-    return cf.federated_map(add, (state, total)), total
-
-  process = cf.IterativeProcess(cf.tf_computation(lambda: tf.constant(1.0)),
-                                next_fn)
+  process = example_processes.no_broadcast_process()
   rounds = [[np.float32(v) for v in range(n)] for n in (4, 2, 6)]
   form = _check_rounds(process, rounds, exact=True)  # Small integers: exact.
   assert form.broadcast_spec == ()

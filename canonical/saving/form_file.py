@@ -160,10 +160,14 @@ def load(path, allow_ops=(), allow_any_op=False):
   only for a file you trust.
   """
   path = os.fspath(path)
+  return from_bytes(read_bytes(path), path, allow_ops=allow_ops,
+                    allow_any_op=allow_any_op)
+
+
+def read_bytes(path):
+  """The raw contents of a form file; an unreadable file is a `FormError`."""
   try:
     with open(path, 'rb') as f:
-      data = f.read()
+      return f.read()
   except OSError as e:
     raise FormError(f'{path}: cannot read the form: {e.strerror or e}.') from None
-  return from_bytes(data, path, allow_ops=allow_ops,
-                    allow_any_op=allow_any_op)

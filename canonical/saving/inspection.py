@@ -14,11 +14,7 @@ from canonical.saving import structure_coding
 def describe_file(path):
   """A readable account of the form saved at `path`; raises `FormError`."""
   path = os.fspath(path)
-  try:
-    with open(path, 'rb') as f:
-      data = f.read()
-  except OSError as e:
-    raise FormError(f'{path}: cannot read the form: {e.strerror or e}.') from None
+  data = form_file.read_bytes(path)
   return describe(form_file.parse(data, path), path, len(data))
 
 
