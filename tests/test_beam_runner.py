@@ -21,26 +21,12 @@ from beam_runner import round_pipeline
 from beam_runner import tensor_io
 from example_processes import client_state_process
 from example_processes import no_broadcast_process
+from tensor_asserts import assert_same
 
 F = tf.TensorSpec([], tf.float32)
 I = tf.TensorSpec([], tf.int32)
 F2 = tf.TensorSpec([2], tf.float32)
 I3 = tf.TensorSpec([3], tf.int32)
-
-
-def _flat(structure):
-  return [np.asarray(x) for x in tf.nest.flatten(structure)]
-
-
-def _assert_same(actual, expected, exact, what=''):
-  a, e = _flat(actual), _flat(expected)
-  assert len(a) == len(e), what
-  for x, y in zip(a, e):
-    assert x.shape == y.shape, what
-    if exact:
-      np.testing.assert_array_equal(x, y, err_msg=what)
-    else:
-      np.testing.assert_allclose(x, y, rtol=2e-6, atol=1e-6, err_msg=what)
 
 
 def _local_rounds(form, data, rounds, clients_per_round, seed=0):
@@ -74,18 +60,18 @@ def _check_against_local(form, data, rounds, clients_per_round, tmp_path,
       _local_rounds(form, data, rounds, clients_per_round), start=1):
     beam_state = tensor_io.read_tensors(run.state_path(number),
                                         form.state_spec)
-    _assert_same(beam_state, state, exact, f'state, round {number}')
+    assert_same(beam_state, state, exact, f'state, round {number}')
     beam_metrics = run.outcome(number)['metrics']
     expected = round_pipeline.metrics_to_json(metrics)
     assert sorted(beam_metrics) == sorted(expected)
     for key in expected:
-      _assert_same(beam_metrics[key], expected[key], exact,
+      assert_same(beam_metrics[key], expected[key], exact,
                    f'metric {key}, round {number}')
   for client, client_state in kept.items():
     version = store.latest(client, rounds + 1)
-    _assert_same(store.read(client, version, form.client_state_spec),
+    assert_same(store.read(client, version, form.client_state_spec),
                  client_state, exact, f'client {client}')
-  _assert_same(result.state, state, exact, 'final state')
+  assert_same(result.state, state, exact, 'final state')
   return result, kept
 
 
@@ -291,7 +277,7 @@ def test_tfrecord_tensor_clients_round_trip(tmp_path):
   assert source.client_ids() == sorted(data)
   spec = {'x': F, 'y': I3}
   for client, value in data.items():
-    _assert_same(source.read(client, spec), value, exact=True)
+    assert_same(source.read(client, spec), value, exact=True)
 
 
 def test_client_data_of_the_wrong_type_is_refused_before_round_one(tmp_path):
@@ -335,7 +321,7 @@ def test_resume_runs_only_uncommitted_rounds_and_ignores_staged_ones(
   lines = []
   resumed = beam_runner.run(form, data, 4, 2, out, progress=lines.append)
   assert [line.split(':')[0] for line in lines] == ['round 3/4', 'round 4/4']
-  _assert_same(resumed.state, whole.state, exact=True, what='final state')
+  assert_same(resumed.state, whole.state, exact=True, what='final state')
   for a, b in zip(resumed.outcomes, whole.outcomes):
     assert timeless(a) == timeless(b)
   with open(out / 'metrics.jsonl') as f:
@@ -382,7 +368,7 @@ def test_a_saved_form_runs_as_the_form_in_memory(tmp_path):
   from_file = beam_runner.run(path, data, 2, 3, tmp_path / 'a', progress=quiet)
   in_memory = beam_runner.run(form, data, 2, 3, tmp_path / 'b',
                               progress=quiet)
-  _assert_same(from_file.state, in_memory.state, exact=True)
+  assert_same(from_file.state, in_memory.state, exact=True)
   assert from_file.outcomes[1]['metrics'] == in_memory.outcomes[1]['metrics']
 
 
@@ -403,7 +389,7 @@ def test_multi_processing_workers_load_the_saved_form_and_read_shards(
   assert (tmp_path / 'mp' / 'form.pb').exists()
   expected = beam_runner.run(form, data, 1, 3, tmp_path / 'local',
                              progress=quiet)
-  _assert_same(result.state, expected.state, exact=True)
+  assert_same(result.state, expected.state, exact=True)
 
 
 def test_evaluate_sees_each_new_state_and_its_result_is_committed(tmp_path):

@@ -24,6 +24,7 @@ import beam_runner
 import canonical as cf
 from beam_runner import tensorboard_log
 from beam_runner import tensor_io
+from tensor_asserts import assert_same
 
 F = tf.TensorSpec([], tf.float32)
 I = tf.TensorSpec([], tf.int32)
@@ -31,15 +32,6 @@ F2 = tf.TensorSpec([2], tf.float32)
 BATCH = tf.TensorSpec([None, 2], tf.float32)
 QUIET = lambda _: None
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def _flat(structure):
-  return [np.asarray(x) for x in tf.nest.flatten(structure)]
-
-
-def _assert_close(actual, expected, what=''):
-  for x, y in zip(_flat(actual), _flat(expected), strict=True):
-    np.testing.assert_allclose(x, y, rtol=2e-6, atol=1e-6, err_msg=what)
 
 
 def _counting_process():
@@ -92,7 +84,7 @@ def test_a_client_whose_update_is_nan_is_dropped_and_shown_everywhere(
     state, _, counts = cf.run_round(form, state, [data['c0'], data['c1']],
                                     counts)
     assert result.outcomes[number - 1]['metrics'] == {'value': 2.0}
-  _assert_close(result.state, state, 'final state')
+  assert_same(result.state, state, exact=False, what='final state')
   # Dropped clients keep no state; the others counted both rounds.
   store = beam_runner.client_states.ClientStateStore(
       tmp_path / 'run' / 'client_states')
@@ -157,7 +149,7 @@ def test_corrupt_shards_are_dropped_as_unreadable(tmp_path):
   assert 'DataLoss' in outcome['dropped_clients']['c1']
   expected, _ = cf.run_round(form, form.initialize(),
                              [data['c0'], data['c2'], data['c4']])
-  _assert_close(result.state, expected)
+  assert_same(result.state, expected, exact=False)
 
 
 @pytest.mark.slow
@@ -185,7 +177,7 @@ def test_too_few_clients_succeeding_fails_the_round_and_keeps_the_state(
   with open(out / 'metrics.jsonl') as f:
     assert [json.loads(line)['round'] for line in f] == [1]
   again = beam_runner.run(form, data, 1, 4, out, progress=QUIET)
-  _assert_close(again.state, first.state)
+  assert_same(again.state, first.state, exact=False)
 
 
 # ----------------------------------------------------------------------------

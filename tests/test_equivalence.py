@@ -16,6 +16,7 @@ import canonical as cf
 from canonical import reference
 
 import example_processes
+from tensor_asserts import assert_same
 
 F = tf.TensorSpec([], tf.float32)
 I = tf.TensorSpec([], tf.int32)
@@ -24,32 +25,17 @@ I3 = tf.TensorSpec([3], tf.int32)
 SEEDS = (None, 0, 1, 2, 3, 4)
 
 
-def _flat(structure):
-  return [np.asarray(x) for x in tf.nest.flatten(structure)]
-
-
-def _assert_same(actual, expected, exact, what=''):
-  a, e = _flat(actual), _flat(expected)
-  assert len(a) == len(e), what
-  for x, y in zip(a, e):
-    assert x.shape == y.shape, what
-    if exact:
-      np.testing.assert_array_equal(x, y, err_msg=what)
-    else:
-      np.testing.assert_allclose(x, y, rtol=2e-6, atol=1e-6, err_msg=what)
-
-
 def _check_rounds(process, rounds, exact, seeds=SEEDS, normalize=None):
   """Runs `rounds` (client data per round) both ways; compares every seed."""
   form = cf.compile(process)
   normalize = normalize or (lambda x: x)
   state = process.initialize.invoke()
-  _assert_same(form.initialize(), state, exact=True, what='initialize')
+  assert_same(form.initialize(), state, exact=True, what='initialize')
   for number, data in enumerate(rounds):
     expected = reference.run_round(process, state, data)
     for seed in seeds:
       actual = cf.run_round(form, state, data, merge_seed=seed)
-      _assert_same(normalize(actual), normalize(expected), exact,
+      assert_same(normalize(actual), normalize(expected), exact,
                    f'round {number}, merge_seed {seed}')
     state = expected[0]
   return form
@@ -276,10 +262,10 @@ def _run_with_client_state(process, schedule, data_of, exact):
     state, metrics, clients = cf.run_round(
         form, server['form'], data, [kept['form'].get(i) for i in ids],
         merge_seed=seed)
-    _assert_same((state, metrics), (ref_state, ref_metrics), exact,
+    assert_same((state, metrics), (ref_state, ref_metrics), exact,
                  f'round {number}')
     for i, ref_client, client in zip(ids, ref_clients, clients):
-      _assert_same(client, ref_client, exact, f'client {i}, round {number}')
+      assert_same(client, ref_client, exact, f'client {i}, round {number}')
       kept['ref'][i], kept['form'][i] = ref_client, client
     server['ref'], server['form'] = ref_state, state
   return form, kept['ref']
