@@ -2,13 +2,17 @@
 
     python -m beam_runner run --form form.pb --clients DIR --rounds N \
         --clients-per-round K --output DIR [--seed S] [--min-clients M] \
-        [Beam pipeline flags: --runner, --direct_num_workers, ...]
+        [--rounds-per-pipeline R] [--clients-per-element E] \
+        [Beam pipeline flags: --runner, --dask_client_address, --s3_*, ...]
     python -m beam_runner write-clients --from MODULE:FUNCTION --output DIR
 
-Flags this program does not know go to Beam's `PipelineOptions`; a flag
-neither knows is an error, not silently dropped. Without `--runner`, rounds
-run on Beam's in-process runner. Bad input exits with status 2, a round that
-fails with status 1; progress lines go to stderr, the summary to stdout.
+Paths may be local or URLs Beam reaches (s3://bucket/run, gs://...). Flags
+this program does not know go to Beam's `PipelineOptions`; a flag neither
+knows is an error, not silently dropped. Without `--runner`, rounds run on
+Beam's in-process runner; `--runner DaskRunner` runs them on a Dask cluster.
+Bad input (and an engine or storage that cannot be reached) exits with
+status 2, a round that fails with status 1; progress lines go to stderr, the
+summary to stdout.
 """
 
 import argparse
@@ -33,8 +37,9 @@ def _parser():
       'run', help='run rounds (resumes a run in the same --output)',
       allow_abbrev=False,
       epilog='Other flags are Beam pipeline options, e.g. --runner '
-      'DirectRunner --direct_running_mode multi_processing '
-      '--direct_num_workers 2.')
+      'DaskRunner --dask_client_address tcp://HOST:8786, or --runner '
+      'DirectRunner --direct_num_workers 2, and --s3_endpoint_url etc. for '
+      's3:// paths.')
   run.add_argument('--form', required=True, help='a saved form (.pb)')
   run.add_argument('--clients', required=True,
                    help='a client data directory (see write-clients)')
@@ -45,6 +50,12 @@ def _parser():
   run.add_argument('--seed', type=int, default=0, help='sampling seed')
   run.add_argument('--min-clients', type=int, default=1,
                    help='fail a round if fewer clients succeed')
+  run.add_argument('--rounds-per-pipeline', type=int, default=None,
+                   help='rounds chained in one pipeline (default: decided '
+                   'by measurement)')
+  run.add_argument('--clients-per-element', type=int, default=None,
+                   help='clients one pipeline element runs (default: '
+                   'enough elements to keep every worker busy)')
   write = commands.add_parser(
       'write-clients', help='write client data as per-client TFRecord files',
       allow_abbrev=False)
@@ -52,14 +63,16 @@ def _parser():
                      metavar='MODULE:FUNCTION',
                      help='a function returning a dict client id -> data '
                      '(a tf.data.Dataset or tensors)')
-  write.add_argument('--output', required=True, help='the directory to write')
+  write.add_argument('--output', required=True,
+                     help='the directory to write (local or a URL); Beam '
+                     'filesystem flags such as --s3_endpoint_url apply')
   return parser
 
 
 def beam_options(flags):
   """`PipelineOptions` from the flags left over; UsageError on unknown ones."""
-  from apache_beam.options import pipeline_options  # pylint: disable=g-import-not-at-top
-  options = pipeline_options.PipelineOptions(list(flags))
+  from beam_runner import engines  # pylint: disable=g-import-not-at-top  # Registers --dask_*.
+  options = engines.pipeline_options_of(list(flags))
   unknown = set(options.get_all_options(retain_unknown_options=True)) - set(
       options.get_all_options())
   stray = [f for f in flags if f.startswith('-') and not f.startswith('--')]
@@ -72,16 +85,27 @@ def beam_options(flags):
 
 def run_command(args, flags):
   import beam_runner  # pylint: disable=g-import-not-at-top
-  if not os.path.isfile(args.form):
-    raise UsageError(f'--form {args.form!r}: no such file.')
-  for name in ('rounds', 'clients_per_round', 'min_clients'):
-    if getattr(args, name) < (0 if name == 'rounds' else 1):
+  from canonical import storage  # pylint: disable=g-import-not-at-top
+  options = beam_options(flags)
+  storage.configure(options)
+  for name in ('rounds', 'clients_per_round', 'min_clients',
+               'rounds_per_pipeline', 'clients_per_element'):
+    value = getattr(args, name)
+    if value is not None and value < (0 if name == 'rounds' else 1):
       raise UsageError(f'--{name.replace("_", "-")} must be '
                        f'{"0 or more" if name == "rounds" else "1 or more"}.')
+  try:
+    if not storage.exists(args.form) or (storage.is_local(args.form) and
+                                         not os.path.isfile(args.form)):
+      raise UsageError(f'--form {args.form!r}: no such file.')
+  except storage.StorageError as e:
+    raise UsageError(f'--form: {e}') from None
   result = beam_runner.run(
-      args.form, os.fspath(args.clients), args.rounds, args.clients_per_round,
-      args.output, pipeline_options=beam_options(flags), seed=args.seed,
-      min_clients=args.min_clients)
+      args.form, args.clients, args.rounds, args.clients_per_round,
+      args.output, pipeline_options=options, seed=args.seed,
+      min_clients=args.min_clients,
+      rounds_per_pipeline=args.rounds_per_pipeline,
+      clients_per_element=args.clients_per_element)
   print(f'{result.rounds} rounds committed in {result.output_dir}; state: '
         f'{beam_runner.RunDir(result.output_dir).state_path(result.rounds)}')
 
@@ -108,17 +132,18 @@ def main(argv=None):
   """Runs the command line; returns the exit status."""
   args, flags = _parser().parse_known_args(argv)
   from beam_runner import client_data  # pylint: disable=g-import-not-at-top
+  from beam_runner import engines  # pylint: disable=g-import-not-at-top
   from beam_runner import run_dir  # pylint: disable=g-import-not-at-top
   from beam_runner import runner  # pylint: disable=g-import-not-at-top
   from canonical import form  # pylint: disable=g-import-not-at-top
+  from canonical import storage  # pylint: disable=g-import-not-at-top
   bad_input = (UsageError, client_data.ClientDataError, run_dir.RunDirError,
-               form.FormError)
+               form.FormError, engines.EngineError, storage.StorageError)
   try:
     if args.command == 'run':
       run_command(args, flags)
     else:
-      if flags:
-        raise UsageError(f'unknown flag(s) {" ".join(flags)}.')
+      storage.configure(beam_options(flags))  # e.g. --s3_endpoint_url.
       write_clients_command(args)
   except bad_input as e:
     print(f'error: {e}', file=sys.stderr)

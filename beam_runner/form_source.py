@@ -1,8 +1,9 @@
 """`FormSource`: how a Beam worker gets its canonical form, once per process.
 
-A form travels to workers as a small token, never as pickled pieces: a path
-to a saved form (loaded with `canonical.load`), or, for forms built in the
-driver and run on the in-process runner, a key into this process's registry.
+A form travels to workers as a small token, never as pickled pieces: the
+absolute path or URL of a saved form (loaded with `canonical.load`), or, for
+forms built in the driver and run on the in-process runner, a key into this
+process's registry.
 Workers share one loaded form per process through `apache_beam.utils.shared`.
 """
 
@@ -11,6 +12,8 @@ import uuid
 import weakref
 
 from apache_beam.utils import shared
+
+from canonical import storage
 
 # In-memory forms by key; only the driver's own process can see them.
 _REGISTRY = weakref.WeakValueDictionary()
@@ -32,7 +35,7 @@ class FormSource:
     if isinstance(form_or_path, FormSource):
       return form_or_path
     if isinstance(form_or_path, (str, os.PathLike)):
-      path = os.fspath(form_or_path)
+      path = storage.absolute(form_or_path)  # Workers may run elsewhere.
       return cls(path=path, description=path)
     from canonical import form as form_lib  # pylint: disable=g-import-not-at-top
     if not isinstance(form_or_path, form_lib.CanonicalForm):

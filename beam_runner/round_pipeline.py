@@ -1,21 +1,32 @@
-"""One round of a canonical form as a Beam batch pipeline.
+"""Rounds of a canonical form as one Beam batch pipeline: a straight chain.
 
-    server state path -> Prepare (C written once; (path, bits) a side input)
-    client ids -> Work (each worker reads its clients' data and state itself)
-               -> U as bytes -> Aggregate (CombineFn: zero/accumulate/merge/report)
-               -> Update -> new state and metrics in the round's staging dir
+    Create(batches of round a's client ids)
+      -> Work: each element runs its clients' work and accumulates their U
+         into one partial accumulator (zero, then accumulate per client)
+      -> Aggregate: a CombineFn merging the partials; report
+      -> Update: <S, R> -> <S', X>; writes S' and the round's outcome; if the
+         plan has a next round, prepares its C and emits its batches
+      -> [Reshuffle] -> Work of round a+1 -> ...
 
-Only paths, client ids and encoded tensors move through the pipeline; the
-form reaches workers as a `FormSource` and is loaded once per process.
+No side inputs and no multi-output ParDos: runners do not implement those
+alike (Dask recomputes a side input's producer in every consumer and drops
+output tags), and every client's work must run exactly once. Only paths,
+client ids and encoded accumulators move through the pipeline; the form
+reaches workers as a `FormSource`, loaded once per process, and every file
+goes through `canonical.storage`, so a run directory may be on s3://.
 
 A client whose work fails (its data or state cannot be read, its work raises,
-or its U or new state holds a NaN or Inf) is dropped: it adds nothing to the
-aggregate, keeps its old state, and is counted with its reason. Failures that
-are not one client's (the server state, the broadcast, update) fail the round.
+or its U or new state holds a NaN or Inf) is dropped: it adds nothing, keeps
+its old state and is counted with its reason. A round whose update cannot
+run (too few clients, an error) records why and ends the chain there; the
+driver commits the rounds before it.
 """
 
+import dataclasses
 import json
 import os
+import socket
+import struct
 import time
 
 import apache_beam as beam
@@ -25,19 +36,34 @@ import tensorflow as tf
 
 from beam_runner import client_data as client_data_lib
 from beam_runner import tensor_io
-
-STATE_FILE = 'state.tensors'
-BROADCAST_FILE = 'broadcast.tensors'
-OUTCOME_FILE = 'outcome.json'
-
-# Clients named with their error in a round's outcome (the rest are counted).
-MAX_DROPPED_NAMED = 10
+from canonical import storage
 
 UNREADABLE = 'unreadable data'
 UNREADABLE_STATE = 'unreadable client state'
 NON_FINITE_UPDATE = 'non-finite update'
 NON_FINITE_STATE = 'non-finite client state'
 WORK_FAILED = 'work failed'
+
+# Clients named with their error in a round's outcome (the rest are counted).
+MAX_DROPPED_NAMED = 10
+
+
+@dataclasses.dataclass
+class ClientTask:
+  """One client's work in one round, and where its state comes from."""
+  client_id: str
+  # States this plan's earlier rounds may have written, newest first; a
+  # missing one means the client was dropped there.
+  pending_states: tuple = ()
+  committed_state: str = None  # Its last committed state, if any.
+
+
+@dataclasses.dataclass
+class RoundPlan:
+  attempt: object            # run_dir.Attempt: where the round's files go.
+  state_path: str            # The server state the round starts from.
+  sampled: list              # Client ids.
+  batches: list              # Lists of ClientTask: one pipeline element each.
 
 
 class ClientDropped(Exception):
@@ -48,27 +74,12 @@ class ClientDropped(Exception):
     self.reason = reason
 
 
-class FlatTensorsCoder(coders.Coder):
-  """A list of numpy arrays as bytes: dtype, shape and raw data (no pickle)."""
-
-  def encode(self, value):
-    return tensor_io.encode(value)
-
-  def decode(self, encoded):
-    return tensor_io.decode(encoded)
-
-  def is_deterministic(self):
-    return True
-
-  def to_type_hint(self):
-    return list
+def worker_id():
+  return f'{socket.gethostname()}:{os.getpid()}'
 
 
 class _FormFn:
-  """Mixin: the form, obtained once per worker process in `setup`.
-
-  Loaded values never travel with the pickled function.
-  """
+  """Mixin: the form, obtained once per worker process; storage configured."""
 
   _TRANSIENT = ('_form', '_broadcast', '_broadcast_path')
 
@@ -77,84 +88,108 @@ class _FormFn:
             for k, v in self.__dict__.items()}
 
   def setup(self):
+    storage.configure(self._storage_options)
     self._form = self._source.get()
 
   @property
   def form(self):
     if getattr(self, '_form', None) is None:
-      self._form = self._source.get()
+      self.setup()
     return self._form
 
 
-class PrepareFn(_FormFn, beam.DoFn):
-  """S -> C, written once; yields `(C path, bits of C, seconds)`."""
+# ---------------------------------------------------------------------------
+# Partial aggregates: an accumulator (or None: no client yet) and counts.
 
-  def __init__(self, source, broadcast_path):
-    self._source = source
-    self._output_path = broadcast_path
 
-  def process(self, state_path):
-    start = time.perf_counter()
-    state = tensor_io.read_tensors(state_path, self.form.state_spec,
-                                   what='server state')
-    bits = tensor_io.write_tensors(self._output_path, self.form.prepare(state))
-    yield self._output_path, bits, time.perf_counter() - start
+def empty_stats():
+  return {'ok': 0, 'bits': 0, 'seconds': 0.0, 'dropped': [], 'workers': {}}
+
+
+def merge_stats(stats, more):
+  stats['ok'] += more['ok']
+  stats['bits'] += more['bits']
+  stats['seconds'] += more['seconds']
+  stats['dropped'] += more['dropped']
+  for worker, count in more['workers'].items():
+    stats['workers'][worker] = stats['workers'].get(worker, 0) + count
+  return stats
+
+
+class PartialCoder(coders.Coder):
+  """`[arrays or None, stats]` as bytes: JSON counts, raw tensors (no pickle)."""
+
+  _LENGTH = struct.Struct('<Q')
+
+  def encode(self, value):
+    arrays, stats = value
+    head = json.dumps(stats).encode()
+    body = b'' if arrays is None else tensor_io.encode(arrays)
+    return self._LENGTH.pack(len(head)) + head + body
+
+  def decode(self, encoded):
+    (length,) = self._LENGTH.unpack_from(encoded)
+    stats = json.loads(encoded[8:8 + length])
+    body = encoded[8 + length:]
+    return [tensor_io.decode(body) if body else None, stats]
+
+  def is_deterministic(self):
+    return True
+
+  def to_type_hint(self):
+    return list
 
 
 class WorkFn(_FormFn, beam.DoFn):
-  """<D, C> -> <U, Y> for one client id; U leaves as bytes, Y to the store.
+  """A batch of clients: <D, C> -> <U, Y> each; yields one partial aggregate."""
 
-  Also yields, tagged 'stats', the bits of the client's U and the seconds
-  its work took; or, tagged 'dropped', `(client id, reason, message)`.
-  """
-
-  def __init__(self, source, data_source, state_store, round_number):
+  def __init__(self, source, data_source, attempt, storage_options):
     self._source = source
     self._data = data_source
-    self._store = state_store
-    self._round = round_number
+    self._attempt = attempt
+    self._storage_options = storage_options
     self._broadcast_path = None
     self._broadcast = None
 
-  def _load_broadcast(self, path):
+  def _load_broadcast(self):
+    path = self._attempt.broadcast_path
     if path != self._broadcast_path:
       self._broadcast = tensor_io.read_tensors(path, self.form.broadcast_spec,
                                                what='broadcast')
       self._broadcast_path = path
     return self._broadcast
 
-  def process(self, client_id, broadcast):
-    start = time.perf_counter()
-    c = self._load_broadcast(broadcast[0])  # Not the client's: fails the round.
-    try:
-      arrays, new_client_state, version = self._work(client_id, c)
-    except ClientDropped as e:
-      yield beam.pvalue.TaggedOutput('dropped', (client_id, e.reason, str(e)))
-      return
-    if self.form.has_client_state:
-      self._store.write(client_id, self._round, new_client_state)
-      if version is not None:
-        self._store.prune(client_id, keep_from=version)
-    yield tensor_io.encode(arrays)
-    yield beam.pvalue.TaggedOutput(
-        'stats', (tensor_io.bits(arrays), time.perf_counter() - start))
+  def process(self, tasks):
+    form = self.form
+    c = self._load_broadcast()  # Not one client's: fails the round.
+    accumulator, stats = None, empty_stats()
+    for task in tasks:
+      start = time.perf_counter()
+      try:
+        update = self._work(task, c)
+      except ClientDropped as e:
+        stats['dropped'].append([task.client_id, e.reason, str(e)])
+        continue
+      if accumulator is None:
+        accumulator = form.zero()
+      accumulator = form.accumulate(accumulator, update)
+      stats['ok'] += 1
+      stats['bits'] += tensor_io.bits(tensor_io.flatten(update))
+      stats['seconds'] += time.perf_counter() - start
+    if stats['ok']:
+      stats['workers'][worker_id()] = stats['ok']
+    yield [None if accumulator is None else tensor_io.flatten(accumulator),
+           stats]
 
-  def _work(self, client_id, c):
-    """(U's arrays, new client state, version read); raises ClientDropped."""
+  def _work(self, task, c):
+    """The client's U (its new state written); raises ClientDropped."""
     form = self.form
     try:
-      data = self._data.read(client_id, form.client_data_spec)
+      data = self._data.read(task.client_id, form.client_data_spec)
     except Exception as e:  # pylint: disable=broad-except
       raise ClientDropped(UNREADABLE, _message(e)) from e
-    version = None
     if form.has_client_state:
-      version = self._store.latest(client_id, self._round)
-      try:
-        client_state = form.client_state_init() if version is None else \
-            self._store.read(client_id, version, form.client_state_spec)
-      except (OSError, ValueError) as e:
-        raise ClientDropped(UNREADABLE_STATE, _message(e)) from e
-      data = (data, client_state)
+      data = (data, self._client_state(task))
     try:
       update, new_client_state = form.work(data, c)
     except (tf.errors.DataLossError, tf.errors.NotFoundError,
@@ -162,14 +197,31 @@ class WorkFn(_FormFn, beam.DoFn):
       raise ClientDropped(UNREADABLE, _message(e)) from e
     except Exception as e:  # pylint: disable=broad-except
       raise ClientDropped(WORK_FAILED, _message(e)) from e
-    arrays = tensor_io.flatten(update)
-    if not all_finite(arrays):
+    if not all_finite(tensor_io.flatten(update)):
       raise ClientDropped(NON_FINITE_UPDATE, 'its update holds NaN or Inf')
-    if form.has_client_state and not all_finite(
-        tensor_io.flatten(new_client_state)):
-      raise ClientDropped(NON_FINITE_STATE,
-                          'its new client state holds NaN or Inf')
-    return arrays, new_client_state, version
+    if form.has_client_state:
+      if not all_finite(tensor_io.flatten(new_client_state)):
+        raise ClientDropped(NON_FINITE_STATE,
+                            'its new client state holds NaN or Inf')
+      tensor_io.write_tensors(
+          self._attempt.client_state_path(task.client_id), new_client_state)
+    return update
+
+  def _client_state(self, task):
+    form = self.form
+    what = f'state of client {task.client_id!r}'
+    try:
+      for path in task.pending_states:
+        try:
+          return tensor_io.read_tensors(path, form.client_state_spec, what)
+        except storage.NotFound:
+          continue  # Dropped in that round: its older state stands.
+      if task.committed_state is None:
+        return form.client_state_init()
+      return tensor_io.read_tensors(task.committed_state,
+                                    form.client_state_spec, what)
+    except (OSError, ValueError) as e:
+      raise ClientDropped(UNREADABLE_STATE, _message(e)) from e
 
 
 def all_finite(arrays):
@@ -185,142 +237,154 @@ def _message(error):
 
 
 class AggregateFn(_FormFn, beam.CombineFn):
-  """The form's aggregation tier as a CombineFn; outputs R as bytes."""
+  """Merges partial aggregates (the form's merge); outputs report R and counts."""
 
-  def __init__(self, source):
+  def __init__(self, source, storage_options):
     self._source = source
+    self._storage_options = storage_options
 
   def _accumulator(self, arrays):
     return tensor_io.pack(self.form.accumulator_spec, arrays,
                           what='accumulator')
 
   def create_accumulator(self):
-    return tensor_io.flatten(self.form.zero())
+    return [None, empty_stats()]
 
-  def add_input(self, accumulator, update_bytes):
-    update = tensor_io.pack(self.form.client_update_spec,
-                            tensor_io.decode(update_bytes),
-                            what='client update')
-    return tensor_io.flatten(
-        self.form.accumulate(self._accumulator(accumulator), update))
+  def add_input(self, accumulator, partial):
+    return self.merge_accumulators([accumulator, partial])
 
   def merge_accumulators(self, accumulators):
-    accumulators = iter(accumulators)
-    merged = self._accumulator(next(accumulators))
-    for other in accumulators:
-      merged = self.form.merge(merged, self._accumulator(other))
-    return tensor_io.flatten(merged)
+    arrays, stats = None, empty_stats()
+    for more_arrays, more_stats in accumulators:
+      merge_stats(stats, more_stats)
+      if more_arrays is None:
+        continue
+      if arrays is None:
+        arrays = more_arrays
+      else:
+        arrays = tensor_io.flatten(self.form.merge(
+            self._accumulator(arrays), self._accumulator(more_arrays)))
+    return [arrays, stats]
 
   def extract_output(self, accumulator):
-    return tensor_io.encode(tensor_io.flatten(
-        self.form.report(self._accumulator(accumulator))))
+    arrays, stats = accumulator
+    report = None if arrays is None else tensor_io.flatten(
+        self.form.report(self._accumulator(arrays)))
+    return [report, stats]
 
   def get_accumulator_coder(self):
-    return FlatTensorsCoder()
-
-
-class CountFn(beam.CombineFn):
-  """Clients that finished work, the bits of their updates, their seconds."""
-
-  def create_accumulator(self):
-    return 0, 0, 0.0
-
-  def add_input(self, accumulator, stats):
-    bits, seconds = stats
-    return accumulator[0] + 1, accumulator[1] + bits, accumulator[2] + seconds
-
-  def merge_accumulators(self, accumulators):
-    counts, bits, seconds = zip(*accumulators)
-    return sum(counts), sum(bits), sum(seconds)
-
-  def extract_output(self, accumulator):
-    return {'clients_ok': accumulator[0], 'bits_aggregated': accumulator[1],
-            'client_work_seconds': accumulator[2]}
-
-
-class DroppedFn(beam.CombineFn):
-  """Dropped clients: a count per reason and the first few by name."""
-
-  def create_accumulator(self):
-    return {}, {}
-
-  def add_input(self, accumulator, dropped):
-    client_id, reason, message = dropped
-    reasons, named = accumulator
-    reasons[reason] = reasons.get(reason, 0) + 1
-    named[client_id] = message
-    return reasons, _first(named)
-
-  def merge_accumulators(self, accumulators):
-    reasons, named = {}, {}
-    for more_reasons, more_named in accumulators:
-      for reason, count in more_reasons.items():
-        reasons[reason] = reasons.get(reason, 0) + count
-      named.update(more_named)
-    return reasons, _first(named)
-
-  def extract_output(self, accumulator):
-    reasons, named = accumulator
-    return {'dropped_reasons': dict(sorted(reasons.items())),
-            'dropped_clients': named}
-
-
-def _first(named):
-  return {k: named[k] for k in sorted(named)[:MAX_DROPPED_NAMED]}
+    return PartialCoder()
 
 
 class UpdateFn(_FormFn, beam.DoFn):
-  """<S, R> -> <S, X>: writes the new state and the round's outcome."""
+  """<S, R> -> <S', X>: writes S' and the round's outcome; then prepares the
+  next round of the plan, if any, and emits its batches."""
 
-  def __init__(self, source, state_path, stage_dir):
+  def __init__(self, source, storage_options, plan, next_plan, min_clients):
     self._source = source
-    self._state_path = state_path
-    self._stage_dir = stage_dir
+    self._storage_options = storage_options
+    self._plan = plan
+    self._next = next_plan
+    self._min_clients = min_clients
 
-  def process(self, report_bytes, broadcast, counts, dropped):
+  def process(self, aggregate):
+    started_at = time.time()
     start = time.perf_counter()
-    form = self.form
-    state = tensor_io.read_tensors(self._state_path, form.state_spec,
-                                   what='server state')
-    aggregate = tensor_io.pack(form.report.output_spec,
-                               tensor_io.decode(report_bytes),
-                               what='aggregate')
-    new_state, metrics = form.update(state, aggregate)
-    tensor_io.write_tensors(os.path.join(self._stage_dir, STATE_FILE),
-                            new_state)
-    outcome = dict(counts, **dropped, bits_broadcast_each=broadcast[1],
-                   prepare_seconds=broadcast[2],
-                   update_seconds=time.perf_counter() - start,
-                   metrics=metrics_to_json(metrics))
-    tensor_io.write_atomic(os.path.join(self._stage_dir, OUTCOME_FILE),
-                           json.dumps(outcome).encode())
-    yield outcome
+    report, stats = aggregate
+    form, attempt = self.form, self._plan.attempt
+    outcome = round_stats(stats, len(self._plan.sampled))
+    outcome['update_started_at'] = started_at
+    try:
+      if stats['ok'] < self._min_clients:
+        raise RoundFailed(
+            f'{stats["ok"]} of {len(self._plan.sampled)} clients succeeded, '
+            f'fewer than min_clients={self._min_clients}')
+      state = tensor_io.read_tensors(self._plan.state_path, form.state_spec,
+                                     what='server state')
+      aggregate = tensor_io.pack(form.report.output_spec, report,
+                                 what='aggregate')
+      new_state, metrics = form.update(state, aggregate)
+      tensor_io.write_tensors(attempt.state_path, new_state)
+      outcome['metrics'] = metrics_to_json(metrics)
+    except Exception as e:  # pylint: disable=broad-except
+      outcome['failed'] = e.args[0] if isinstance(e, RoundFailed) else \
+          f'update failed: {_message(e)}'
+      write_outcome(attempt, outcome)
+      return
+    outcome['update_seconds'] = time.perf_counter() - start
+    write_outcome(attempt, outcome)
+    if self._next is not None:
+      if prepare(form, self._next, new_state):
+        yield from self._next.batches
 
 
-def build(pipeline, source, data_source, state_store, client_ids,
-          round_number, state_path, stage_dir):
-  """Adds one round to `pipeline`; its results land in `stage_dir`."""
-  broadcast = (
-      pipeline
-      | 'ServerState' >> beam.Create([state_path])
-      | 'Prepare' >> beam.ParDo(PrepareFn(
-          source, os.path.join(stage_dir, BROADCAST_FILE))))
-  work = (
-      pipeline
-      | 'ClientIds' >> beam.Create(client_ids)
-      | 'Work' >> beam.ParDo(
-          WorkFn(source, data_source, state_store, round_number),
-          beam.pvalue.AsSingleton(broadcast)).with_outputs(
-              'stats', 'dropped', main='updates'))
-  counts = work.stats | 'Count' >> beam.CombineGlobally(CountFn())
-  dropped = work.dropped | 'Dropped' >> beam.CombineGlobally(DroppedFn())
-  return (
-      work.updates
-      | 'Aggregate' >> beam.CombineGlobally(AggregateFn(source))
-      | 'Update' >> beam.ParDo(UpdateFn(source, state_path, stage_dir),
-                               beam.pvalue.AsSingleton(broadcast),
-                               beam.pvalue.AsSingleton(counts),
-                               beam.pvalue.AsSingleton(dropped)))
+class RoundFailed(Exception):
+  """The round cannot update; its outcome says why."""
+
+
+def round_stats(stats, sampled):
+  """The pipeline's part of a round's outcome, from the merged counts."""
+  dropped = sorted(stats['dropped'])
+  reasons = {}
+  for _, reason, _ in dropped:
+    reasons[reason] = reasons.get(reason, 0) + 1
+  return {
+      'clients_ok': stats['ok'], 'clients_dropped': sampled - stats['ok'],
+      'dropped_reasons': dict(sorted(reasons.items())),
+      'dropped_clients': {c: m for c, _, m in dropped[:MAX_DROPPED_NAMED]},
+      'dropped_ids': [c for c, _, _ in dropped],
+      'bits_aggregated': stats['bits'],
+      'client_work_seconds': stats['seconds'],
+      'clients_per_worker': dict(sorted(stats['workers'].items())),
+  }
+
+
+def prepare(form, plan, state):
+  """S -> C for a round: writes C into its attempt; False (with the failure
+  recorded as the round's outcome) if prepare fails."""
+  start = time.perf_counter()
+  try:
+    bits = tensor_io.write_tensors(plan.attempt.broadcast_path,
+                                   form.prepare(state))
+  except Exception as e:  # pylint: disable=broad-except
+    write_outcome(plan.attempt, {'failed': f'prepare failed: {_message(e)}'})
+    return False
+  write_outcome(plan.attempt, {
+      'bits_broadcast_each': bits, 'prepared_at': time.time(),
+      'prepare_seconds': time.perf_counter() - start})
+  return True
+
+
+def write_outcome(attempt, fields):
+  """Adds fields to the attempt's outcome file (one writer at a time: the
+  round's stages run in order)."""
+  try:
+    outcome = json.loads(storage.read_bytes(attempt.outcome_path))
+  except storage.NotFound:
+    outcome = {}
+  outcome.update(fields)
+  storage.write_bytes(attempt.outcome_path, json.dumps(outcome).encode())
+
+
+def build(pipeline, engine, source, data_source, plans, min_clients):
+  """Adds the plan's rounds to `pipeline` as one chain; the first round's C
+  must already be prepared."""
+  options = storage.worker_options()
+  elements = pipeline | 'Clients' >> beam.Create(plans[0].batches)
+  for i, plan in enumerate(plans):
+    name = f'Round{plan.attempt.round}'
+    next_plan = plans[i + 1] if i + 1 < len(plans) else None
+    if engine.spreads_at_reshuffle:
+      elements = elements | f'{name}Spread' >> beam.Reshuffle()
+    elements = (
+        elements
+        | f'{name}Work' >> beam.ParDo(WorkFn(source, data_source,
+                                             plan.attempt, options))
+        | f'{name}Aggregate' >> beam.CombineGlobally(
+            AggregateFn(source, options)).without_defaults()
+        | f'{name}Update' >> beam.ParDo(UpdateFn(
+            source, options, plan, next_plan, min_clients)))
+  return elements
 
 
 def metrics_to_json(metrics):

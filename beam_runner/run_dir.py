@@ -1,116 +1,252 @@
-"""The output directory of a run: committed rounds, staging, client states.
+"""The directory of a run, and the commit protocol that keeps rounds atomic.
 
-    run.json                  what the run is (form, seed, clients per round)
-    rounds/000000/            the initial state (round 0)
-    rounds/<r>/state.tensors  the state after round r
-    rounds/<r>/outcome.json   its metrics, client counts and bits
-    rounds/<r>/clients.json   the clients sampled in round r
-    staging/                  rounds being written (never read as results)
-    client_states/            per-client states, versioned per round
-    metrics.jsonl             one line per committed round, rebuilt on resume
-    tensorboard/              the same as TensorBoard scalars, rebuilt on resume
+    run.json                         what the run is (form, seed, clients per round)
+    rounds/<r>/<attempt>/            one attempt at round r (r = 000000: the start)
+        state.tensors                the server state after round r
+        outcome.json                 metrics, clients ok and dropped, bits, seconds
+        clients.json                 the sampled clients, and which were dropped
+        client_states/<client>.tensors   the state each successful client left
+    commits/<r>.json                 the commit of round r: names its attempt
+    metrics.jsonl, tensorboard/      views of the committed rounds, rebuilt on resume
 
-A round is committed by renaming its staging directory into rounds/: the
-state, outcome and sampled clients appear together or not at all, and client
-state versions count only up to the last committed round.
+An attempt writes only below its own directory, so attempts never collide,
+whoever runs them. A round is committed by creating `commits/<r>.json`
+create-only (a hard link locally, a conditional write on an object store):
+of two drivers committing one round exactly one succeeds and the other gets
+`CommitConflict`. Readers follow commits only, so a round is visible whole or
+not at all on any storage, and a run resumes after its last commit. Attempts
+that no commit names are leftovers of failed or lost runs: ignored, and
+deleted once their round is committed.
 """
 
 import json
-import os
-import shutil
 import uuid
 
-from beam_runner import round_pipeline
-from beam_runner import tensor_io
+from canonical import storage
+from beam_runner import client_data
 
+LAYOUT = 2
 RUN_FILE = 'run.json'
+ROUNDS_DIR = 'rounds'
+COMMITS_DIR = 'commits'
+STATE_FILE = 'state.tensors'
+OUTCOME_FILE = 'outcome.json'
 CLIENTS_FILE = 'clients.json'
+BROADCAST_FILE = 'broadcast.tensors'
+CLIENT_STATES_DIR = 'client_states'
 METRICS_FILE = 'metrics.jsonl'
+TENSORBOARD_DIR = 'tensorboard'
+_TENSORS = '.tensors'
 
 
 class RunDirError(ValueError):
-  """An output directory that belongs to a different run."""
+  """An output directory that belongs to another run, or cannot be used."""
+
+
+class CommitConflict(RunDirError):
+  """Another driver committed the round first."""
 
 
 def record_or_compare(path, description):
-  """Records the JSON dict `description` at `path` if nothing is there;
-  otherwise returns the sorted keys where the recorded one differs."""
-  if not os.path.exists(path):
-    tensor_io.write_atomic(path, json.dumps(description, indent=1).encode())
+  """Records the JSON dict `description` at `path` (create-only) if nothing
+  is there; otherwise returns the sorted keys where the recorded one differs."""
+  try:
+    storage.create_only(path, json.dumps(description, indent=1).encode())
     return []
-  with open(path) as f:
-    existing = json.load(f)
+  except storage.AlreadyExists:
+    pass
+  try:
+    existing = json.loads(storage.read_bytes(path))
+  except ValueError as e:
+    raise RunDirError(f'{path!r} is not a readable description: {e}') from None
   return sorted(k for k in set(existing) | set(description)
                 if existing.get(k) != description.get(k))
 
 
+def _round_name(round_number):
+  return f'{round_number:06d}'
+
+
+class Attempt:
+  """The files of one attempt at one round (small; workers get it pickled)."""
+
+  def __init__(self, run_directory, round_number, attempt_id):
+    self.round = round_number
+    self.id = attempt_id
+    self.directory = storage.join(run_directory, ROUNDS_DIR,
+                                  _round_name(round_number), attempt_id)
+    self.state_path = storage.join(self.directory, STATE_FILE)
+    self.outcome_path = storage.join(self.directory, OUTCOME_FILE)
+    self.clients_path = storage.join(self.directory, CLIENTS_FILE)
+    self.broadcast_path = storage.join(self.directory, BROADCAST_FILE)
+
+  def client_state_path(self, client_id):
+    return storage.join(self.directory, CLIENT_STATES_DIR,
+                        client_data.file_name(client_id) + _TENSORS)
+
+  def __repr__(self):
+    return f'Attempt(round {self.round}, {self.id})'
+
+
 class RunDir:
+  """A run's directory on any storage the `canonical.storage` layer reaches."""
 
   def __init__(self, directory):
-    self.directory = os.fspath(directory)
-    self.rounds_dir = os.path.join(self.directory, 'rounds')
-    self.staging_dir = os.path.join(self.directory, 'staging')
-    self.client_states_dir = os.path.join(self.directory, 'client_states')
-    self.metrics_path = os.path.join(self.directory, METRICS_FILE)
-    self.tensorboard_dir = os.path.join(self.directory, 'tensorboard')
+    self.directory = storage.absolute(directory)
+    self.rounds_dir = storage.join(self.directory, ROUNDS_DIR)
+    self.commits_dir = storage.join(self.directory, COMMITS_DIR)
+    self.metrics_path = storage.join(self.directory, METRICS_FILE)
+    self.tensorboard_dir = storage.join(self.directory, TENSORBOARD_DIR)
+    self._committed = None
+
+  # -- What the run is --------------------------------------------------------
 
   def claim(self, description):
-    """Records what the run is; refuses a directory holding a different run."""
-    os.makedirs(self.rounds_dir, exist_ok=True)
-    changed = record_or_compare(os.path.join(self.directory, RUN_FILE),
+    """Records what the run is; refuses a directory holding another run."""
+    storage.check_writable(self.directory, 'output directory')
+    description = dict(description, layout=LAYOUT)
+    changed = record_or_compare(storage.join(self.directory, RUN_FILE),
                                 description)
+    if 'layout' in changed:
+      raise RunDirError(
+          f'{self.directory!r} holds a run written by an older beam_runner '
+          '(before commit markers), which this one cannot resume; use a new '
+          'output directory.')
     if changed:
       raise RunDirError(
           f'{self.directory!r} holds a different run (it differs in '
           f'{", ".join(changed)}); use a new output directory.')
-    shutil.rmtree(self.staging_dir, ignore_errors=True)  # Unfinished rounds.
+    self.refresh()
+
+  # -- Committed rounds -------------------------------------------------------
+
+  def refresh(self):
+    """Re-reads the commits (another driver may have made some)."""
+    committed = {}
+    for name in storage.list_names(self.commits_dir):
+      stem = name[:-len('.json')]
+      if not name.endswith('.json') or not stem.isdigit():
+        continue
+      record = json.loads(storage.read_bytes(storage.join(self.commits_dir,
+                                                          name)))
+      committed[int(stem)] = record['attempt']
+    self._committed = committed
+    return committed
+
+  def _commits(self):
+    return self.refresh() if self._committed is None else self._committed
 
   def committed_rounds(self):
-    names = os.listdir(self.rounds_dir) if os.path.isdir(self.rounds_dir) \
-        else []
-    return sorted(int(n) for n in names if n.isdigit())
+    return sorted(self._commits())
 
   def last_committed(self):
     rounds = self.committed_rounds()
     return rounds[-1] if rounds else None
 
-  def round_dir(self, round_number):
-    return os.path.join(self.rounds_dir, f'{round_number:06d}')
+  def attempt(self, round_number):
+    """The committed attempt of a round."""
+    commits = self._commits()
+    if round_number not in commits:
+      raise RunDirError(f'Round {round_number} is not committed in '
+                        f'{self.directory!r}.')
+    return Attempt(self.directory, round_number, commits[round_number])
 
   def state_path(self, round_number):
-    return os.path.join(self.round_dir(round_number),
-                        round_pipeline.STATE_FILE)
-
-  def new_stage(self, round_number):
-    stage = os.path.join(self.staging_dir,
-                         f'{round_number:06d}-{uuid.uuid4().hex[:8]}')
-    os.makedirs(stage)
-    return stage
-
-  def commit(self, stage, round_number):
-    """Makes the staged round visible, atomically; drops its broadcast file."""
-    broadcast = os.path.join(stage, round_pipeline.BROADCAST_FILE)
-    if os.path.exists(broadcast):
-      os.remove(broadcast)
-    os.rename(stage, self.round_dir(round_number))
+    return self.attempt(round_number).state_path
 
   def outcome(self, round_number):
-    path = os.path.join(self.round_dir(round_number),
-                        round_pipeline.OUTCOME_FILE)
-    with open(path) as f:
-      return json.load(f)
+    return json.loads(storage.read_bytes(
+        self.attempt(round_number).outcome_path))
+
+  def _clients_record(self, round_number):
+    return json.loads(storage.read_bytes(
+        self.attempt(round_number).clients_path))
 
   def clients(self, round_number):
-    with open(os.path.join(self.round_dir(round_number), CLIENTS_FILE)) as f:
-      return json.load(f)
+    """The clients sampled in a committed round."""
+    return self._clients_record(round_number)['sampled']
 
-  def rebuild_metrics_log(self):
-    """metrics.jsonl from the committed rounds (drops lines of lost rounds)."""
-    lines = [json.dumps(self.outcome(r)) for r in self.committed_rounds()
-             if r > 0]
-    tensor_io.write_atomic(self.metrics_path,
-                           ''.join(line + '\n' for line in lines).encode())
+  def dropped(self, round_number):
+    """The clients of a committed round whose work failed."""
+    return self._clients_record(round_number)['dropped']
 
-  def append_metrics(self, outcome):
-    with open(self.metrics_path, 'a') as f:
-      f.write(json.dumps(outcome) + '\n')
+  def client_state_paths(self):
+    """client id -> the file of its newest committed state (for a form with
+    client state: every client that succeeded in some round)."""
+    paths = {}
+    for round_number in self.committed_rounds():
+      if round_number == 0:
+        continue
+      record = self._clients_record(round_number)
+      attempt = self.attempt(round_number)
+      dropped = set(record['dropped'])
+      for client in record['sampled']:
+        if client not in dropped:
+          paths[client] = attempt.client_state_path(client)
+    return paths
+
+  # -- Attempts and commits ---------------------------------------------------
+
+  def new_attempt(self, round_number):
+    return Attempt(self.directory, round_number, uuid.uuid4().hex[:12])
+
+  def commit(self, attempt):
+    """Makes the attempt the round's result, atomically, unless another
+    driver committed the round first (CommitConflict)."""
+    marker = storage.join(self.commits_dir,
+                          _round_name(attempt.round) + '.json')
+    record = {'round': attempt.round, 'attempt': attempt.id}
+    try:
+      storage.create_only(marker, json.dumps(record).encode())
+    except storage.AlreadyExists:
+      other = json.loads(storage.read_bytes(marker)).get('attempt')
+      raise CommitConflict(
+          f'Round {attempt.round} of {self.directory!r} was committed by '
+          f'another driver (attempt {other}) while this one ran it: two '
+          'drivers must not run in one output directory. This one stops; '
+          'nothing of its attempt is used.') from None
+    self._commits()[attempt.round] = attempt.id
+    storage.delete([attempt.broadcast_path])
+    self.discard_others(attempt.round)
+
+  def discard_others(self, round_number):
+    """Deletes the round's attempts that its commit does not name."""
+    keep = self._commits().get(round_number)
+    round_dir = storage.join(self.rounds_dir, _round_name(round_number))
+    for name in storage.list_names(round_dir):
+      if name != keep:
+        storage.delete_tree(storage.join(round_dir, name))
+
+  def discard(self, attempt):
+    storage.delete_tree(attempt.directory)
+
+  def clean(self, client_state_paths=None):
+    """Deletes leftovers: uncommitted attempts of committed rounds and, given
+    the live client state files, superseded client states. Attempts of rounds
+    after the last commit are left alone: another driver may be running them.
+    """
+    last, commits = self.last_committed(), self._commits()
+    live = None if client_state_paths is None else set(
+        client_state_paths.values())
+    leftovers, stale = set(), []
+    for relative in storage.list_files(self.rounds_dir):
+      parts = relative.replace('\\', '/').split('/')
+      if len(parts) < 3 or not parts[0].isdigit() or last is None or \
+          int(parts[0]) > last:
+        continue
+      if commits.get(int(parts[0])) != parts[1]:
+        leftovers.add(storage.join(self.rounds_dir, parts[0], parts[1]))
+      elif live is not None and parts[2] == CLIENT_STATES_DIR:
+        path = storage.join(self.rounds_dir, *parts)
+        if path not in live:
+          stale.append(path)
+    for directory in sorted(leftovers):
+      storage.delete_tree(directory)
+    storage.delete(stale)
+
+  # -- Views of the committed rounds -----------------------------------------
+
+  def write_metrics(self, outcomes):
+    """metrics.jsonl: one line per committed round (rewritten whole)."""
+    storage.write_bytes(self.metrics_path, ''.join(
+        json.dumps(outcome) + '\n' for outcome in outcomes).encode())

@@ -1,33 +1,38 @@
-"""`run`: a canonical form's rounds, one Beam batch pipeline per round.
+"""`run`: a canonical form's rounds as Beam batch pipelines.
 
-The driver samples each round's clients, builds and runs the round's pipeline,
-checks its outcome and commits it; a run that stops (or is killed) resumes
-from its last committed round with the same sampled clients and results.
+The driver samples each round's clients, plans the round (where its files
+go, where each client's state comes from), runs one pipeline for one or
+several rounds, then checks, evaluates and commits each round in order. A
+run that stops or is killed resumes from its last committed round with the
+same sampled clients and results.
+
+How many rounds share a pipeline is decided by measurement: the first
+pipeline runs one round; later ones as many as fit in about
+`TARGET_PIPELINE_SECONDS` at the observed pace (at most
+`MAX_ROUNDS_PER_PIPELINE`), on engines that spread chained rounds (not
+Dask, whose warm workers make a pipeline cheap anyway). Every round is still
+committed on its own.
 """
 
 import dataclasses
 import json
-import os
-import shutil
+import math
 import sys
 import time
 
-import apache_beam as beam
-from apache_beam.options import pipeline_options as beam_options
-from apache_beam.runners.portability import fn_api_runner
-import numpy as np
-
 import canonical
 from beam_runner import client_data as client_data_lib
-from beam_runner import client_states
+from beam_runner import engines
 from beam_runner import form_source
 from beam_runner import round_pipeline
 from beam_runner import run_dir
 from beam_runner import tensor_io
 from beam_runner import tensorboard_log
-
+from canonical import storage
 
 FORM_FILE = 'form.pb'
+TARGET_PIPELINE_SECONDS = 10.0
+MAX_ROUNDS_PER_PIPELINE = 20
 
 
 class RoundError(RuntimeError):
@@ -44,6 +49,7 @@ class RunResult:
 
 def sample_clients(client_ids, clients_per_round, seed, round_number):
   """The ids sampled in a round: a pure function of ids, seed and round."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
   client_ids = sorted(client_ids)
   rng = np.random.default_rng([seed, round_number])
   count = min(clients_per_round, len(client_ids))
@@ -53,21 +59,25 @@ def sample_clients(client_ids, clients_per_round, seed, round_number):
 
 def run(form_or_path, client_data, rounds, clients_per_round, output_dir,
         pipeline_options=None, seed=0, min_clients=1, progress=None,
-        evaluate=None, on_round=None):
+        evaluate=None, on_round=None, rounds_per_pipeline=None,
+        clients_per_element=None):
   """Runs rounds 1..`rounds` of a form on Beam; returns a `RunResult`.
 
   Args:
-    form_or_path: a `CanonicalForm` or the path of a saved form. On the
-      in-process runner a form stays in memory; on any other runner it is
+    form_or_path: a `CanonicalForm` or the path (or URL) of a saved form. On
+      the in-process runner a form stays in memory; on any other runner it is
       saved to `output_dir/form.pb` and workers load it from there.
     client_data: a dict client id -> data (Dataset or tensors; in-process
-      runner only), a directory written by `write_client_data`, or a client
-      data source.
+      runner only), a directory written by `write_client_data` (local or a
+      URL such as s3://bucket/clients), or a client data source.
     rounds: the total number of rounds; committed rounds are not run again.
     clients_per_round: clients sampled (without replacement) per round.
-    output_dir: where states, metrics and client states are kept.
-    pipeline_options: Beam `PipelineOptions`; without a runner, rounds run on
-      the in-process `FnApiRunner` (no Prism download).
+    output_dir: where states, metrics and client states are kept: a local
+      directory, or a URL on an object store (s3://, gs://).
+    pipeline_options: Beam `PipelineOptions` (or flags, or a dict). Without a
+      runner, rounds run on the in-process `FnApiRunner`; `DaskRunner` runs
+      them on a Dask cluster (see `engines`). Filesystem options (S3 endpoint
+      and credentials) reach every worker.
     seed: the sampling seed.
     min_clients: a client whose work fails (unreadable data, an error, a NaN
       or Inf in its update or new state) is dropped and counted; a round
@@ -75,159 +85,289 @@ def run(form_or_path, client_data, rounds, clients_per_round, output_dir,
       nothing and leaves the state as it was.
     progress: called with one line per round (default: printed to stderr).
     evaluate: optional `evaluate(state) -> {name: number}`, called in the
-      driver with each round's new server state before the round commits
-      (e.g. test accuracy of the model); its result is committed with the
-      round as the outcome's 'evaluation', and an error in it fails the
-      round like any other.
+      driver with each round's new server state before the round commits;
+      its result is committed as the outcome's 'evaluation'; an error in it
+      fails the round like any other.
     on_round: optional, called with each round's outcome once committed.
+    rounds_per_pipeline: rounds chained in one pipeline (default: decided
+      by measurement, see the module's docstring).
+    clients_per_element: clients one pipeline element runs in sequence
+      (default: enough elements to keep every worker busy).
 
   Each committed round's outcome (metrics, clients ok and dropped with
-  reasons, bits broadcast and aggregated, seconds per stage) is appended to
-  `output_dir/metrics.jsonl` and written as TensorBoard scalars to
-  `output_dir/tensorboard`.
+  reasons, bits broadcast and aggregated, clients per worker, seconds per
+  stage) is appended to `output_dir/metrics.jsonl` and written as
+  TensorBoard scalars to `output_dir/tensorboard`.
   """
-  options = pipeline_options_of(pipeline_options)
-  in_process = options.view_as(beam_options.StandardOptions).runner is None
+  options = engines.pipeline_options_of(pipeline_options)
+  storage.configure(options)
+  for name, value in (('rounds_per_pipeline', rounds_per_pipeline),
+                      ('clients_per_element', clients_per_element)):
+    if value is not None and (not isinstance(value, int) or value < 1):
+      raise ValueError(f'{name} must be a positive integer, got {value!r}.')
+  try:
+    out = run_dir.RunDir(output_dir)
+  except storage.StorageError as e:
+    raise run_dir.RunDirError(str(e)) from None
   source = form_source.FormSource.of(form_or_path)
   form = source.get()
   data = client_data_lib.source_of(client_data)
-  if not in_process and isinstance(data, client_data_lib.InMemoryClientData):
-    raise client_data_lib.ClientDataError(
-        'In-memory client data reaches only the in-process runner; write it '
-        'with beam_runner.write_client_data and pass the directory.')
-  data.check(form.client_data_spec)
-  client_ids = data.client_ids()
-  if not client_ids:
-    raise client_data_lib.ClientDataError(f'The {data.describe()} has no '
-                                          'clients.')
   if progress is None:
     progress = lambda line: print(line, file=sys.stderr, flush=True)
-  out = run_dir.RunDir(output_dir)
-  out.claim({'form': form.summary(print_fn=None), 'seed': seed,
-             'clients_per_round': clients_per_round})
-  if not in_process and source.path is None:  # Workers load it from a file.
-    source = form_source.FormSource.of(
-        canonical.save(form, os.path.join(out.directory, FORM_FILE)))
-  store = client_states.ClientStateStore(out.client_states_dir)
-  store.discard_after(out.last_committed() or 0)
-  if out.last_committed() is None:
-    stage = out.new_stage(0)
-    tensor_io.write_tensors(os.path.join(stage, round_pipeline.STATE_FILE),
-                            form.initialize())
-    out.commit(stage, 0)
-  out.rebuild_metrics_log()
-  board = tensorboard_log.TensorBoardLog(out.tensorboard_dir)
-  board.rebuild(out.outcome(r) for r in out.committed_rounds() if r > 0)
-  try:
-    for round_number in range(out.last_committed() + 1, rounds + 1):
-      sampled = sample_clients(client_ids, clients_per_round, seed,
-                               round_number)
-      outcome = run_round(source, data, store, out, round_number, sampled,
-                          options, min_clients, evaluate)
-      out.append_metrics(outcome)
-      board.write(outcome)
-      progress(progress_line(outcome, rounds))
-      if on_round is not None:
-        on_round(outcome)
-  finally:
-    board.close()
+  with engines.open_engine(options) as engine:
+    in_process = isinstance(engine, engines.InProcessEngine)
+    if not in_process and isinstance(data,
+                                     client_data_lib.InMemoryClientData):
+      raise client_data_lib.ClientDataError(
+          'In-memory client data reaches only the in-process runner; write '
+          'it with beam_runner.write_client_data and pass the directory.')
+    data.check(form.client_data_spec)
+    client_ids = data.client_ids()
+    if not client_ids:
+      raise client_data_lib.ClientDataError(
+          f'The {data.describe()} has no clients.')
+    try:
+      out.claim({'form': form.summary(print_fn=None), 'seed': seed,
+                 'clients_per_round': clients_per_round})
+    except storage.StorageError as e:
+      raise run_dir.RunDirError(str(e)) from None
+    if not in_process and source.path is None:  # Workers load it from a file.
+      source = form_source.FormSource.of(
+          canonical.save(form, storage.join(out.directory, FORM_FILE)))
+    loop = _RoundLoop(engine, source, form, data, out, min_clients,
+                      evaluate, progress, on_round, clients_per_element)
+    loop.start()
+    loop.run(client_ids, clients_per_round, seed, rounds,
+             _PipelineSizer(engine, rounds_per_pipeline))
   last = out.last_committed()
   return RunResult(
       state=tensor_io.read_tensors(out.state_path(last), form.state_spec,
                                    what='server state'),
-      rounds=last, outcomes=[out.outcome(r) for r in range(1, last + 1)],
-      output_dir=out.directory)
+      rounds=last, outcomes=loop.outcomes, output_dir=out.directory)
 
 
-def run_round(source, data, store, out, round_number, sampled,
-              pipeline_options=None, min_clients=1, evaluate=None):
-  """Runs and commits one round; returns its outcome.
+class _PipelineSizer:
+  """How many rounds the next pipeline runs."""
 
-  Raises `RoundError` (and leaves no trace of the round: no staged files, no
-  client state versions) when the round cannot run or fewer than
-  `min_clients` clients succeed.
-  """
-  start = time.perf_counter()
-  if len(sampled) < min_clients:
-    raise RoundError(f'Round {round_number}: {len(sampled)} clients sampled, '
-                     f'fewer than min_clients={min_clients}; nothing '
-                     'committed.')
-  stage = out.new_stage(round_number)
-  try:
-    outcome = _run_pipeline(source, data, store, out, round_number, sampled,
-                            pipeline_options, stage)
-    ok = outcome.pop('clients_ok')
-    if ok < min_clients:
+  def __init__(self, engine, fixed=None):
+    self._engine = engine
+    self._fixed = fixed
+    self._seconds_per_round = None
+
+  def next(self, remaining):
+    if self._fixed is not None:
+      return min(self._fixed, remaining)
+    if not self._engine.chains_rounds or self._seconds_per_round is None:
+      return 1
+    fit = math.floor(TARGET_PIPELINE_SECONDS / self._seconds_per_round)
+    return max(1, min(fit, MAX_ROUNDS_PER_PIPELINE, remaining))
+
+  def observe(self, rounds, seconds):
+    self._seconds_per_round = max(seconds, 1e-3) / rounds
+
+
+class _RoundLoop:
+  """The driver's side of a run: plans, pipelines, commits."""
+
+  def __init__(self, engine, source, form, data, out, min_clients, evaluate,
+               progress, on_round, clients_per_element):
+    self.engine = engine
+    self.source = source
+    self.form = form
+    self.data = data
+    self.out = out
+    self.min_clients = min_clients
+    self.evaluate = evaluate
+    self.progress = progress
+    self.on_round = on_round
+    self.clients_per_element = clients_per_element
+    self.client_states = {}
+    self.outcomes = []
+    self.rounds = None
+    self.board = tensorboard_log.TensorBoardLog(out.tensorboard_dir)
+
+  def start(self):
+    """Cleans leftovers; commits the initial state if there is none;
+    rebuilds the views of the committed rounds."""
+    out, form = self.out, self.form
+    if form.has_client_state:
+      self.client_states = out.client_state_paths()
+    out.clean(self.client_states if form.has_client_state else None)
+    if out.last_committed() is None:
+      attempt = out.new_attempt(0)
+      tensor_io.write_tensors(attempt.state_path, form.initialize())
+      storage.write_bytes(attempt.outcome_path, b'{}')
+      storage.write_bytes(attempt.clients_path, json.dumps(
+          {'sampled': [], 'dropped': []}).encode())
+      out.commit(attempt)
+    self.outcomes = [out.outcome(r) for r in out.committed_rounds() if r > 0]
+    out.write_metrics(self.outcomes)
+    self.board.rebuild(self.outcomes)
+
+  def run(self, client_ids, clients_per_round, seed, rounds, sizer):
+    self.rounds = rounds
+    while self.out.last_committed() < rounds:
+      first = self.out.last_committed() + 1
+      count = sizer.next(rounds - first + 1)
+      samples = [sample_clients(client_ids, clients_per_round, seed, r)
+                 for r in range(first, first + count)]
+      for number, sampled in zip(range(first, first + count), samples):
+        if len(sampled) < self.min_clients:
+          raise RoundError(
+              f'Round {number}: {len(sampled)} clients sampled, fewer than '
+              f'min_clients={self.min_clients}; nothing committed.')
+      plans = self.plan(first, samples)
+      start = time.perf_counter()
+      self.run_pipeline(plans)
+      sizer.observe(count, time.perf_counter() - start)
+      for i, plan in enumerate(plans):
+        try:
+          self.finish(plan)
+        except BaseException:
+          for later in plans[i:]:
+            self.out.discard(later.attempt)
+          raise
+
+  def plan(self, first, samples):
+    """The rounds' attempts, and each client's task in them."""
+    plans = []
+    for offset, sampled in enumerate(samples):
+      attempt = self.out.new_attempt(first + offset)
+      tasks = []
+      for client in sampled:
+        pending = tuple(p.attempt.client_state_path(client)
+                        for p in reversed(plans) if client in p.sampled)
+        tasks.append(round_pipeline.ClientTask(
+            client, pending if self.form.has_client_state else (),
+            self.client_states.get(client)))
+      state_path = plans[-1].attempt.state_path if plans else \
+          self.out.state_path(first - 1)
+      elements = self.clients_per_element and math.ceil(
+          len(tasks) / self.clients_per_element)
+      plans.append(round_pipeline.RoundPlan(
+          attempt, state_path, sampled,
+          _split(tasks, elements or self.engine.elements_for(len(tasks)))))
+    return plans
+
+  def run_pipeline(self, plans):
+    """Prepares the first round's C and runs the plan's pipeline."""
+    first = plans[0]
+    try:
+      state = tensor_io.read_tensors(first.state_path, self.form.state_spec,
+                                     what='server state')
+      if round_pipeline.prepare(self.form, first, state):
+        pipeline = self.engine.pipeline(len(first.batches))
+        round_pipeline.build(pipeline, self.engine, self.source, self.data,
+                             plans, self.min_clients)
+        self.engine.run(pipeline)
+    except BaseException as e:
+      for plan in plans:
+        self.out.discard(plan.attempt)
+      if not isinstance(e, Exception):
+        raise
+      rounds = f'Round {first.attempt.round}' if len(plans) == 1 else \
+          f'Rounds {first.attempt.round}-{plans[-1].attempt.round}'
+      raise RoundError(f'{rounds} failed on {self.engine.name}, nothing '
+                       f'committed: {type(e).__name__}: {_first_line(e)}'
+                       ) from e
+
+  def finish(self, plan):
+    """Checks, evaluates and commits one round of a finished pipeline."""
+    attempt, number = plan.attempt, plan.attempt.round
+    try:
+      raw = json.loads(storage.read_bytes(attempt.outcome_path))
+    except storage.NotFound:
+      raw = {'failed': 'the round did not run'}
+    if 'failed' in raw or 'metrics' not in raw:
       raise RoundError(
-          f'Round {round_number}: {ok} of {len(sampled)} clients succeeded, '
-          f'fewer than min_clients={min_clients}; nothing committed. '
-          f'Dropped: {_dropped_summary(outcome)}.')
+          f'Round {number}: {raw.get("failed", "no update ran")}; nothing '
+          f'committed. Dropped: {_dropped_summary(raw)}.')
     evaluate_start = time.perf_counter()
-    evaluation = _evaluate(evaluate, source, stage)
-    evaluate_seconds = time.perf_counter() - evaluate_start
-  except BaseException as e:
-    shutil.rmtree(stage, ignore_errors=True)
-    store.discard_after(round_number - 1)
-    if isinstance(e, Exception) and not isinstance(e, RoundError):
-      raise RoundError(f'Round {round_number} failed, nothing committed: '
+    try:
+      evaluation = self._evaluate(attempt)
+    except Exception as e:  # pylint: disable=broad-except
+      raise RoundError(f'Round {number} failed, nothing committed: '
                        f'{type(e).__name__}: {e}') from e
-    raise
-  commit_start = time.perf_counter()
-  prepare = outcome.pop('prepare_seconds')
-  update = outcome.pop('update_seconds')
-  work_aggregate = outcome.pop('pipeline_seconds') - prepare - update
-  outcome = dict(
-      round=round_number, clients_ok=ok, clients_dropped=len(sampled) - ok,
-      dropped_reasons=outcome.pop('dropped_reasons'),
-      dropped_clients=outcome.pop('dropped_clients'),
-      bits_broadcast=outcome.pop('bits_broadcast_each') * len(sampled),
-      bits_aggregated=outcome.pop('bits_aggregated'),
-      client_work_seconds=round(outcome.pop('client_work_seconds'), 4),
-      **outcome)
-  if evaluation is not None:
-    outcome['evaluation'] = evaluation
-  # Commit: the outcome checked and written; the rename that follows is one
-  # system call and not counted.
-  stages = dict(prepare=prepare, work_aggregate=max(0.0, work_aggregate),
-                update=update, commit=time.perf_counter() - commit_start)
-  if evaluation is not None:
-    stages['evaluate'] = evaluate_seconds
-  outcome['stage_seconds'] = {k: round(v, 4) for k, v in stages.items()}
-  outcome['seconds'] = round(time.perf_counter() - start, 4)
-  tensor_io.write_atomic(os.path.join(stage, round_pipeline.OUTCOME_FILE),
-                         json.dumps(outcome).encode())
-  out.commit(stage, round_number)
-  return outcome
+    evaluate_seconds = time.perf_counter() - evaluate_start
+    commit_start = time.perf_counter()
+    outcome = _outcome(number, raw, len(plan.sampled), self.engine.name)
+    if evaluation is not None:
+      outcome['evaluation'] = evaluation
+    dropped = set(raw['dropped_ids'])
+    storage.write_bytes(attempt.clients_path, json.dumps(
+        {'sampled': plan.sampled, 'dropped': sorted(dropped)}).encode())
+    stages = outcome['stage_seconds']
+    if evaluation is not None:
+      stages['evaluate'] = round(evaluate_seconds, 4)
+    # The commit's time: the outcome checked and written; the create-only
+    # marker that follows is one request and not counted.
+    stages['commit'] = round(time.perf_counter() - commit_start, 4)
+    outcome['seconds'] = round(sum(stages.values()), 4)
+    storage.write_bytes(attempt.outcome_path, json.dumps(outcome).encode())
+    self.out.commit(attempt)
+    self._replace_client_states(plan, dropped)
+    self.outcomes.append(outcome)
+    self.out.write_metrics(self.outcomes)
+    self.board.write(outcome)
+    self.progress(progress_line(outcome, self.rounds))
+    if self.on_round is not None:
+      self.on_round(outcome)
+
+  def _evaluate(self, attempt):
+    """`evaluate(new state)` as {name: float}, or None without `evaluate`."""
+    if self.evaluate is None:
+      return None
+    state = tensor_io.read_tensors(attempt.state_path, self.form.state_spec,
+                                   what='server state')
+    result = self.evaluate(state)
+    if not isinstance(result, dict):
+      raise TypeError('evaluate must return a dict name -> number, got '
+                      f'{type(result).__name__}.')
+    return {str(name): float(value) for name, value in result.items()}
+
+  def _replace_client_states(self, plan, dropped):
+    """The round's new client states replace the ones they supersede."""
+    if not self.form.has_client_state:
+      return
+    superseded = []
+    for client in plan.sampled:
+      if client in dropped:
+        continue
+      old = self.client_states.get(client)
+      if old is not None:
+        superseded.append(old)
+      self.client_states[client] = plan.attempt.client_state_path(client)
+    storage.delete(superseded)
 
 
-def _run_pipeline(source, data, store, out, round_number, sampled, options,
-                  stage):
-  """The round's pipeline, run; its raw outcome plus `pipeline_seconds`."""
-  tensor_io.write_atomic(os.path.join(stage, run_dir.CLIENTS_FILE),
-                         json.dumps(sampled).encode())
-  start = time.perf_counter()
-  pipeline = make_pipeline(options)
-  round_pipeline.build(pipeline, source, data, store, sampled, round_number,
-                       out.state_path(round_number - 1), stage)
-  pipeline.run().wait_until_finish()
-  with open(os.path.join(stage, round_pipeline.OUTCOME_FILE)) as f:
-    outcome = json.load(f)
-  outcome['pipeline_seconds'] = time.perf_counter() - start
-  return outcome
+def _split(items, parts):
+  """`items` in `parts` contiguous, nearly equal, non-empty lists."""
+  parts = max(1, min(parts, len(items)))
+  size, extra = divmod(len(items), parts)
+  result, start = [], 0
+  for i in range(parts):
+    end = start + size + (1 if i < extra else 0)
+    result.append(items[start:end])
+    start = end
+  return result
 
 
-def _evaluate(evaluate, source, stage):
-  """`evaluate(new state)` as {name: float}, or None without `evaluate`."""
-  if evaluate is None:
-    return None
-  state = tensor_io.read_tensors(
-      os.path.join(stage, round_pipeline.STATE_FILE), source.get().state_spec,
-      what='server state')
-  result = evaluate(state)
-  if not isinstance(result, dict):
-    raise TypeError('evaluate must return a dict name -> number, got '
-                    f'{type(result).__name__}.')
-  return {str(name): float(value) for name, value in result.items()}
+def _outcome(number, raw, sampled, engine_name):
+  """A committed round's outcome, from what its pipeline recorded."""
+  work_aggregate = max(0.0, raw['update_started_at'] - raw['prepared_at'])
+  return dict(
+      round=number, clients_ok=raw['clients_ok'],
+      clients_dropped=raw['clients_dropped'],
+      dropped_reasons=raw['dropped_reasons'],
+      dropped_clients=raw['dropped_clients'],
+      bits_broadcast=raw['bits_broadcast_each'] * sampled,
+      bits_aggregated=raw['bits_aggregated'],
+      client_work_seconds=round(raw['client_work_seconds'], 4),
+      clients_per_worker=raw['clients_per_worker'], engine=engine_name,
+      metrics=raw['metrics'],
+      stage_seconds={'prepare': round(raw['prepare_seconds'], 4),
+                     'work_aggregate': round(work_aggregate, 4),
+                     'update': round(raw['update_seconds'], 4)})
 
 
 def _dropped_summary(outcome):
@@ -242,23 +382,9 @@ def _dropped_summary(outcome):
   return text
 
 
-def pipeline_options_of(options):
-  """`PipelineOptions` from None, a dict, a list of flags, or options."""
-  if options is None:  # Not PipelineOptions(): that would parse sys.argv.
-    options = beam_options.PipelineOptions([])
-  elif isinstance(options, dict):
-    options = beam_options.PipelineOptions.from_dictionary(options)
-  elif isinstance(options, (list, tuple)):
-    options = beam_options.PipelineOptions(list(options))
-  return options
-
-
-def make_pipeline(options=None):
-  """A pipeline on the given runner, or on the in-process FnApiRunner."""
-  options = pipeline_options_of(options)
-  if options.view_as(beam_options.StandardOptions).runner is None:
-    return beam.Pipeline(runner=fn_api_runner.FnApiRunner(), options=options)
-  return beam.Pipeline(options=options)
+def _first_line(error):
+  text = str(error).strip()
+  return text.splitlines()[0] if text else ''
 
 
 def progress_line(outcome, rounds):
@@ -274,7 +400,8 @@ def progress_line(outcome, rounds):
   stages = outcome.get('stage_seconds') or {}
   stage_text = ' (' + ', '.join(f'{k} {v:.2f}' for k, v in stages.items()) + \
       ')' if stages else ''
-  return (f'round {outcome["round"]}/{rounds}: clients ok '
+  of = f'/{rounds}' if rounds else ''
+  return (f'round {outcome["round"]}{of}: clients ok '
           f'{outcome["clients_ok"]}, dropped {outcome["clients_dropped"]}{why}'
           f'{"; " + metrics if metrics else ""}; bits broadcast '
           f'{outcome["bits_broadcast"]}, aggregated '

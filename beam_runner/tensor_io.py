@@ -1,4 +1,4 @@
-"""Flat tensors to bytes and back, and files written atomically.
+"""Flat tensors to bytes and back, as files on any storage.
 
 Every value a round moves between stages (server state, broadcast C, client
 updates U, accumulators A, client states) is a structure of tensors whose
@@ -11,7 +11,7 @@ import struct
 import numpy as np
 import tensorflow as tf
 
-from canonical.saving import atomic_file
+from canonical import storage
 
 _MAGIC = b'FCT1'
 _COUNT = struct.Struct('<I')
@@ -110,19 +110,20 @@ def _strings(raw, shape):
   return np.array(values, dtype=object).reshape(shape)
 
 
-def write_atomic(path, data):
-  """Writes bytes so that readers see the whole file or none of it."""
-  atomic_file.write(path, data)
-
-
 def write_tensors(path, structure):
-  """Writes a structure's flat tensors; returns their bits."""
+  """Writes a structure's flat tensors (whole or not at all); returns their
+  bits."""
   arrays = flatten(structure)
-  write_atomic(path, encode(arrays))
+  storage.write_bytes(path, encode(arrays))
   return bits(arrays)
 
 
 def read_tensors(path, spec, what='value'):
-  with open(path, 'rb') as f:
-    arrays = decode(f.read())
+  """The structure `spec` describes, from a file `write_tensors` wrote;
+  storage.NotFound if there is none, ValueError (naming the file) if it is
+  corrupt."""
+  try:
+    arrays = decode(storage.read_bytes(path))
+  except ValueError as e:
+    raise ValueError(f'The {what} in {path}: {e}') from None
   return pack(spec, arrays, what=f'{what} in {path}')

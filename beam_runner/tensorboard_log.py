@@ -1,17 +1,22 @@
 """Each committed round's outcome as TensorBoard scalars, step = round.
 
-Written with TensorFlow's own event writer (`tf.summary.write` with the
-scalars plugin's metadata), so the `tensorboard` package is needed only to
-view them. A run rebuilds the log from its committed rounds when it starts,
-so rounds lost to a crash never show and resumed rounds never show twice.
+One event file per round, `events.out.tfevents.<round>.fedcanon.v2`, written
+whole through `canonical.storage` (so a run directory on s3:// gets them
+too). TensorFlow's own event writer makes the bytes, in its in-memory ram://
+filesystem; the `tensorboard` package is needed only to view them. A run
+rebuilds the log from its committed rounds when it starts: files of rounds
+lost to a crash go, resumed rounds never show twice.
 """
 
 import numbers
-import os
+import uuid
 
 import numpy as np
 import tensorflow as tf
 from tensorflow.core.framework import summary_pb2
+
+from beam_runner import tfrecords
+from canonical import storage
 
 # Vector metrics up to this length show as one scalar per element.
 MAX_ELEMENTS = 16
@@ -51,48 +56,67 @@ def scalars(outcome):
   return values
 
 
+PREFIX = 'events.out.tfevents.'
+
+
+def file_name(round_number):
+  return f'{PREFIX}{round_number:010d}.fedcanon.v2'
+
+
 class TensorBoardLog:
-  """Event files under `directory`, one step per committed round."""
+  """Event files under `directory`, one per committed round."""
 
   def __init__(self, directory):
-    self.directory = os.fspath(directory)
-    self._writer = None
+    self.directory = directory
 
   def rebuild(self, outcomes):
-    """Replaces the event files by ones holding exactly `outcomes`."""
-    self.close()
-    if os.path.isdir(self.directory):
-      for name in os.listdir(self.directory):
-        if name.startswith('events.out.tfevents.'):
-          os.remove(os.path.join(self.directory, name))
-    os.makedirs(self.directory, exist_ok=True)
-    self._writer = tf.summary.create_file_writer(self.directory)
-    for outcome in outcomes:
-      self.write(outcome)
+    """Leaves exactly the files of `outcomes` (writing any that are missing)."""
+    wanted = {file_name(o['round']): o for o in outcomes}
+    names = [n for n in storage.list_names(self.directory)
+             if n.startswith(PREFIX)]
+    storage.delete([storage.join(self.directory, n) for n in names
+                    if n not in wanted])
+    for name, outcome in wanted.items():
+      if name not in names:
+        self.write(outcome)
 
   def write(self, outcome):
-    with self._writer.as_default():
+    storage.write_bytes(storage.join(self.directory,
+                                     file_name(outcome['round'])),
+                        events_bytes(outcome))
+
+
+def events_bytes(outcome):
+  """One event file holding the round's scalars, made by TF's writer."""
+  directory = f'ram://fedcanon-tensorboard/{uuid.uuid4().hex}'
+  writer = tf.summary.create_file_writer(directory)
+  try:
+    with writer.as_default():
       for tag, value in scalars(outcome).items():
         tf.summary.write(tag, tf.constant(float(value), tf.float32),
                          step=outcome['round'], metadata=_SCALAR)
-    self._writer.flush()
-
-  def close(self):
-    if self._writer is not None:
-      self._writer.close()
-      self._writer = None
+  finally:
+    writer.close()
+  (name,) = tf.io.gfile.listdir(directory)
+  path = f'{directory}/{name}'
+  with tf.io.gfile.GFile(path, 'rb') as f:
+    data = f.read()
+  tf.io.gfile.remove(path)
+  return data
 
 
 def read(directory):
   """{tag: [(round, value), ...]} from the event files in `directory`, in
   file order (for tests and tools without TensorBoard)."""
   result = {}
-  for name in sorted(os.listdir(directory)):
-    if not name.startswith('events.out.tfevents.'):
+  for name in storage.list_names(directory):
+    if not name.startswith(PREFIX):
       continue
-    for record in tf.data.TFRecordDataset(os.path.join(directory, name)):
-      event = tf.compat.v1.Event.FromString(record.numpy())
+    data = storage.read_bytes(storage.join(directory, name))
+    for record in tfrecords.records_of(data):
+      event = tf.compat.v1.Event.FromString(record)
       for value in event.summary.value:
         result.setdefault(value.tag, []).append(
             (event.step, float(tf.make_ndarray(value.tensor))))
   return result
+

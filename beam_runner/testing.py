@@ -16,7 +16,6 @@ import tensorflow as tf
 
 import canonical
 from beam_runner import client_data as client_data_lib
-from beam_runner import client_states
 from beam_runner import run_dir
 from beam_runner import runner
 from beam_runner import tensor_io
@@ -88,7 +87,7 @@ def assert_rounds_match(process, client_data, rounds=3, clients_per_round=None,
 def _compare_runs(process, form, data, rounds, out, mode, rtol, atol,
                   check_local):
   run = run_dir.RunDir(out)
-  store = client_states.ClientStateStore(run.client_states_dir)
+  kept_paths = run.client_state_paths()
   state = process.initialize.invoke()
   _compare(tensor_io.read_tensors(run.state_path(0), form.state_spec), state,
            atol=0, rtol=0, what=f'{mode}: the initial server state')
@@ -125,11 +124,11 @@ def _compare_runs(process, form, data, rounds, out, mode, rtol, atol,
     state = expected[0]
     last_round.update((i, number) for i in ids)
   for client in sorted(kept):
-    version = store.latest(client, rounds + 1)
-    if version is None:
+    if client not in kept_paths:
       raise AssertionError(f'{mode} kept no state for client {client!r}, '
                            f'sampled in round {last_round[client]}.')
-    _compare(store.read(client, version, form.client_state_spec),
+    _compare(tensor_io.read_tensors(kept_paths[client],
+                                    form.client_state_spec),
              kept[client], rtol, atol,
              f'{mode}: state of client {client!r} after round '
              f'{last_round[client]} (its last)', reference=True)

@@ -18,7 +18,7 @@ import json
 import os
 import sys
 
-from beam_runner import tensor_io
+from canonical import storage
 from pipelines import fedavg
 from pipelines import reporting
 
@@ -172,7 +172,7 @@ def update_benchmarks_md(path, section, key):
     text = before + block + after
   else:
     text = text.rstrip('\n') + '\n\n' + block + '\n'
-  tensor_io.write_atomic(path, text.encode())
+  storage.write_bytes(path, text.encode())
 
 
 def section_text(base, rows, command, plot_path):
@@ -278,7 +278,7 @@ def main(argv=None):
   print(table)
   print(f'plot: {plot_path}')
   if args.json:
-    tensor_io.write_atomic(args.json, json.dumps(rows, indent=1).encode())
+    storage.write_bytes(args.json, json.dumps(rows, indent=1).encode())
   if not args.no_benchmarks_md:
     command = 'python -m pipelines.compression_study ' + ' '.join(
         argv if argv is not None else sys.argv[1:])

@@ -27,7 +27,7 @@ import tensorflow as tf
 import beam_runner
 import canonical
 from beam_runner import run_dir as run_dir_lib
-from beam_runner import tensor_io
+from canonical import storage
 from canonical import fedavg
 from canonical import learning
 from pipelines import datasets
@@ -270,7 +270,7 @@ def run_experiment(config, pipeline_options=None, print_fn=print,
       {_label(config): curve}, os.path.join(config.output_dir, PLOT_FILE),
       f'federated averaging on {manifest["dataset"]} ({model_name})')
   summary_path = os.path.join(config.output_dir, SUMMARY_FILE)
-  tensor_io.write_atomic(summary_path, json.dumps({
+  storage.write_bytes(summary_path, json.dumps({
       'config': dataclasses.asdict(config),
       'model': model_name,
       'form_broadcast_bits_per_client': form.broadcast_bits,

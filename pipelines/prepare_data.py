@@ -25,7 +25,7 @@ import numpy as np
 import tensorflow as tf
 
 from beam_runner import client_data as client_data_lib
-from beam_runner import runner as runner_lib
+from beam_runner import engines
 from pipelines import datasets
 from pipelines import partition as partition_lib
 
@@ -153,14 +153,16 @@ def prepare(dataset, output_dir, num_clients, scheme='iid', alpha=0.5,
              order=np.concatenate(parts),
              offsets=np.cumsum([0] + [len(p) for p in parts]))
     written_path = os.path.join(staging, 'written.json')
-    with runner_lib.make_pipeline(pipeline_options) as pipeline:
+    with engines.open_engine(pipeline_options) as engine:
+      pipeline = engine.pipeline(engine.elements_for(len(ids)))
       _ = (pipeline
            | 'ClientIds' >> beam.Create(ids)
            | 'Spread' >> beam.Reshuffle()
            | 'WriteClients' >> beam.ParDo(
                WriteClient(arrays_path, work, batch_size, seed))
-           | 'Collect' >> beam.combiners.ToList()
+           | 'Collect' >> beam.combiners.ToList().without_defaults()
            | 'Record' >> beam.Map(_save_json, written_path))
+      engine.run(pipeline)
     with open(written_path) as f:
       written = dict(json.load(f))
     expected = {cid: len(p) for cid, p in zip(ids, parts)}

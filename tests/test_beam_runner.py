@@ -19,6 +19,7 @@ import beam_runner
 import canonical as cf
 from beam_runner import round_pipeline
 from beam_runner import tensor_io
+from canonical import storage
 from example_processes import client_state_process
 from example_processes import no_broadcast_process
 from tensor_asserts import assert_same
@@ -55,7 +56,7 @@ def _check_against_local(form, data, rounds, clients_per_round, tmp_path,
                            clients_per_round, out, progress=lines.append)
   assert result.rounds == rounds and len(lines) == rounds
   run = beam_runner.RunDir(out)
-  store = beam_runner.client_states.ClientStateStore(run.client_states_dir)
+  kept_paths = run.client_state_paths()
   for number, (state, metrics, kept) in enumerate(
       _local_rounds(form, data, rounds, clients_per_round), start=1):
     beam_state = tensor_io.read_tensors(run.state_path(number),
@@ -67,10 +68,12 @@ def _check_against_local(form, data, rounds, clients_per_round, tmp_path,
     for key in expected:
       assert_same(beam_metrics[key], expected[key], exact,
                    f'metric {key}, round {number}')
+  if form.has_client_state:
+    assert sorted(kept_paths) == sorted(kept)
   for client, client_state in kept.items():
-    version = store.latest(client, rounds + 1)
-    assert_same(store.read(client, version, form.client_state_spec),
-                 client_state, exact, f'client {client}')
+    assert_same(tensor_io.read_tensors(kept_paths[client],
+                                       form.client_state_spec),
+                client_state, exact, f'client {client}')
   assert_same(result.state, state, exact, 'final state')
   return result, kept
 
@@ -96,10 +99,13 @@ def test_tensor_bytes_round_trip_every_dtype_and_shape():
     assert np.asarray(a).shape == d.shape
     np.testing.assert_array_equal(a, d)
     assert tf.as_dtype(np.asarray(a).dtype) == tf.as_dtype(d.dtype)
-  coder = round_pipeline.FlatTensorsCoder()
+  coder = round_pipeline.PartialCoder()
   assert coder.is_deterministic()
-  again = coder.decode(coder.encode(decoded))
+  stats = dict(round_pipeline.empty_stats(), ok=2, dropped=[['c', 'r', 'm']])
+  again, again_stats = coder.decode(coder.encode([decoded, stats]))
   np.testing.assert_array_equal(again[1], arrays[1])
+  assert again_stats == stats
+  assert coder.decode(coder.encode([None, stats])) == [None, stats]
   assert tensor_io.bits(arrays) == 32 + 6 * 64 + 0 + 2 * 8 + 8 * 4 + 8
   with pytest.raises(ValueError, match='magic'):
     tensor_io.decode(b'nope' + tensor_io.encode(arrays)[4:])
@@ -148,9 +154,9 @@ def _sum_process():
 @pytest.mark.slow
 def test_sum_of_integers_is_bit_exact(tmp_path, monkeypatch):
   encoded = []
-  encode = round_pipeline.FlatTensorsCoder.encode
-  monkeypatch.setattr(round_pipeline.FlatTensorsCoder, 'encode',
-                      lambda self, v: encoded.append(v) or encode(self, v))
+  encode = round_pipeline.PartialCoder.encode
+  monkeypatch.setattr(round_pipeline.PartialCoder, 'encode',
+                      lambda self, v: encoded.append(v[0]) or encode(self, v))
   form = cf.compile(_sum_process())
   rng = np.random.default_rng(0)
   data = {f'c{i}': rng.integers(-100, 100, [3]).astype(np.int32)
@@ -213,9 +219,11 @@ def test_client_state_is_kept_between_rounds_bit_exact(tmp_path):
   assert {c: int(s[0]) for c, s in kept.items()} == \
       {c: n for c, n in joined.items() if n}
   assert max(joined.values()) >= 2  # Some client came back with its state.
-  store = beam_runner.client_states.ClientStateStore(
-      tmp_path / 'run' / 'client_states')
-  assert all(len(store.versions(c)) <= 2 for c in data)
+  # Each client keeps one state file: the ones it superseded are deleted.
+  files = [f for f in storage.list_files(tmp_path / 'run' / 'rounds')
+           if '/client_states/' in f]
+  assert sorted(os.path.basename(f) for f in files) == sorted(
+      f'{c}.tensors' for c, n in joined.items() if n)
 
 
 # ----------------------------------------------------------------------------
@@ -309,15 +317,15 @@ def test_resume_runs_only_uncommitted_rounds_and_ignores_staged_ones(
                           progress=lambda _: None)
   out = tmp_path / 'resumed'
   beam_runner.run(form, data, 2, 2, out, progress=lambda _: None)
-  # A round 3 that died before committing: staged outputs and client
-  # state versions written by its workers.
+  # A round 3 that died before committing: its state, outcome and the
+  # client states its workers wrote.
   run = beam_runner.RunDir(out)
-  stage = run.new_stage(3)
-  tensor_io.write_tensors(os.path.join(stage, 'state.tensors'),
-                          form.initialize())
-  store = beam_runner.client_states.ClientStateStore(run.client_states_dir)
+  dead = run.new_attempt(3)
+  tensor_io.write_tensors(dead.state_path, form.initialize())
+  storage.write_bytes(dead.outcome_path, b'{"metrics": {}}')
   for client in data:
-    store.write(client, 3, (tf.constant(99), tf.constant([9.0, 9.0])))
+    tensor_io.write_tensors(dead.client_state_path(client),
+                            (tf.constant(99), tf.constant([9.0, 9.0])))
   lines = []
   resumed = beam_runner.run(form, data, 4, 2, out, progress=lines.append)
   assert [line.split(':')[0] for line in lines] == ['round 3/4', 'round 4/4']
@@ -326,7 +334,9 @@ def test_resume_runs_only_uncommitted_rounds_and_ignores_staged_ones(
     assert timeless(a) == timeless(b)
   with open(out / 'metrics.jsonl') as f:
     assert [json.loads(line)['round'] for line in f] == [1, 2, 3, 4]
-  assert not os.listdir(run.staging_dir)
+  # Round 3's commit named another attempt; the dead one is gone.
+  assert not os.path.exists(dead.directory)
+  assert os.listdir(out / 'rounds' / '000003') == [run.attempt(3).id]
 
 
 @pytest.mark.slow
@@ -338,12 +348,13 @@ def test_a_failed_round_commits_nothing(tmp_path):
     beam_runner.run(form, data, 2, 3, out, min_clients=5)
   run = beam_runner.RunDir(out)
   assert run.committed_rounds() == [0]
-  store = beam_runner.client_states.ClientStateStore(run.client_states_dir)
-  assert all(store.latest(c, 1) is None for c in data)
+  assert run.client_state_paths() == {}
+  assert os.listdir(out / 'rounds') == ['000000']  # The attempt is gone.
   # The same directory then runs the round for real.
   result = beam_runner.run(form, data, 1, 3, out, progress=lambda _: None)
   assert result.rounds == 1
-  assert all(int(store.read(c, store.latest(c, 2), form.client_state_spec)[0])
+  paths = beam_runner.RunDir(out).client_state_paths()
+  assert all(int(tensor_io.read_tensors(paths[c], form.client_state_spec)[0])
              == 1 for c in data)
 
 
@@ -432,7 +443,7 @@ def test_atomic_writes_get_the_mode_open_would_give(tmp_path):
   umask = os.umask(0)
   os.umask(umask)
   path = tmp_path / 'out.json'
-  tensor_io.write_atomic(str(path), b'{}')
+  storage.write_bytes(str(path), b'{}')
   assert path.read_bytes() == b'{}'
   # mkstemp alone would leave 0600; readers other than the owner need it.
   assert (path.stat().st_mode & 0o777) == (0o666 & ~umask)

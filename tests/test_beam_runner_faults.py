@@ -24,6 +24,7 @@ import beam_runner
 import canonical as cf
 from beam_runner import tensorboard_log
 from beam_runner import tensor_io
+from canonical import storage
 from tensor_asserts import assert_same
 
 F = tf.TensorSpec([], tf.float32)
@@ -86,10 +87,10 @@ def test_a_client_whose_update_is_nan_is_dropped_and_shown_everywhere(
     assert result.outcomes[number - 1]['metrics'] == {'value': 2.0}
   assert_same(result.state, state, exact=False, what='final state')
   # Dropped clients keep no state; the others counted both rounds.
-  store = beam_runner.client_states.ClientStateStore(
-      tmp_path / 'run' / 'client_states')
-  assert store.versions('c2') == [] and store.versions('c3') == []
-  assert int(store.read('c0', 2, form.client_state_spec)) == 2
+  kept = beam_runner.RunDir(tmp_path / 'run').client_state_paths()
+  assert sorted(kept) == ['c0', 'c1']
+  assert int(tensor_io.read_tensors(kept['c0'], form.client_state_spec)) == 2
+  assert beam_runner.RunDir(tmp_path / 'run').dropped(1) == ['c2', 'c3']
   # The progress line, metrics.jsonl and TensorBoard all show the round.
   assert len(lines) == 2
   assert lines[0].startswith('round 1/2: clients ok 2, dropped 2 '
@@ -164,16 +165,18 @@ def test_too_few_clients_succeeding_fails_the_round_and_keeps_the_state(
   run = beam_runner.RunDir(out)
   with open(run.state_path(1), 'rb') as f:
     state_bytes = f.read()
+  states_before = run.client_state_paths()
   with pytest.raises(beam_runner.RoundError,
                      match=r'Round 2: 3 of 4 clients succeeded, fewer than '
                      r"min_clients=4.*1 non-finite update.*client 'c1'"):
     beam_runner.run(form, data, 2, 4, out, min_clients=4, progress=QUIET)
+  run = beam_runner.RunDir(out)
   assert run.committed_rounds() == [0, 1]
   with open(run.state_path(1), 'rb') as f:
     assert f.read() == state_bytes
-  assert not os.listdir(run.staging_dir)
-  store = beam_runner.client_states.ClientStateStore(run.client_states_dir)
-  assert all(max(store.versions(c), default=0) <= 1 for c in data)
+  assert not (out / 'rounds' / '000002').exists() or not os.listdir(
+      out / 'rounds' / '000002')  # Its attempt, client states and all.
+  assert run.client_state_paths() == states_before
   with open(out / 'metrics.jsonl') as f:
     assert [json.loads(line)['round'] for line in f] == [1]
   again = beam_runner.run(form, data, 1, 4, out, progress=QUIET)
@@ -189,14 +192,14 @@ _CHILD = textwrap.dedent('''
     from beam_runner import round_pipeline
 
     slow_round = int(sys.argv[4])
-    process = round_pipeline.WorkFn.process
+    work = round_pipeline.WorkFn._work
 
-    def slow_process(self, client_id, broadcast):
-      if self._round == slow_round:
+    def slow_work(self, task, c):
+      if self._attempt.round == slow_round:
         time.sleep(0.4)  # Slow enough to be killed mid-round.
-      yield from process(self, client_id, broadcast)
+      return work(self, task, c)
 
-    round_pipeline.WorkFn.process = slow_process
+    round_pipeline.WorkFn._work = slow_work
     beam_runner.run(sys.argv[1], sys.argv[2], 4, 3, sys.argv[3], seed=5,
                     progress=lambda line: print(line, flush=True))
 ''')
@@ -265,35 +268,44 @@ def test_a_run_killed_mid_round_resumes_to_the_uninterrupted_result(
        '3'], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
       text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2',
                           PYTHONPATH=ROOT))
-  run = beam_runner.RunDir(out)
-  store = beam_runner.client_states.ClientStateStore(run.client_states_dir)
+
+  def round_3_wrote_a_client_state():
+    return any('/client_states/' in f for f in storage.list_files(
+        out / 'rounds' / '000003'))
+
   try:
-    # Killed once round 3's first worker wrote a client state version.
-    _wait_for(lambda: any(3 in store.versions(c) for c in data), child, 45,
-              'round 3 started work')
+    # Killed once round 3's first worker wrote a client state.
+    _wait_for(round_3_wrote_a_client_state, child, 45, 'round 3 started work')
   finally:
     child.send_signal(signal.SIGKILL)
     child.wait()
   assert child.returncode == -signal.SIGKILL
-  assert run.committed_rounds() == [0, 1, 2]
-  assert [n[:6] for n in os.listdir(run.staging_dir)] == ['000003']
+  committed = beam_runner.RunDir(out).committed_rounds()
+  assert 3 not in committed and committed[:2] == [0, 1]
+  assert len(os.listdir(out / 'rounds' / '000003')) == 1  # A dead attempt.
   lines = []
   resumed = beam_runner.run(form_path, shards.directory, 4, 3, out, seed=5,
                             progress=lines.append)
-  assert [line.split(':')[0] for line in lines] == ['round 3/4', 'round 4/4']
+  assert [line.split(':')[0] for line in lines] == [
+      f'round {r}/4' for r in range(committed[-1] + 1, 5)]
   whole = beam_runner.run(form_path, data, 4, 3, tmp_path / 'whole', seed=5,
                           progress=QUIET)
   np.testing.assert_array_equal(resumed.state, whole.state)
   for a, b in zip(resumed.outcomes, whole.outcomes, strict=True):
     assert a['metrics'] == b['metrics'] and a['clients_ok'] == b['clients_ok']
-  whole_store = beam_runner.client_states.ClientStateStore(
-      tmp_path / 'whole' / 'client_states')
-  for client in data:
-    assert store.versions(client) == whole_store.versions(client)
-    for version in store.versions(client):
-      np.testing.assert_array_equal(
-          store.read(client, version, form.client_state_spec),
-          whole_store.read(client, version, form.client_state_spec))
+  run = beam_runner.RunDir(out)
+  kept = run.client_state_paths()
+  whole_kept = beam_runner.RunDir(tmp_path / 'whole').client_state_paths()
+  assert sorted(kept) == sorted(whole_kept)
+  for client in kept:
+    np.testing.assert_array_equal(
+        tensor_io.read_tensors(kept[client], form.client_state_spec),
+        tensor_io.read_tensors(whole_kept[client], form.client_state_spec))
+  # Nothing of the dead attempt is left; one state file per client.
+  assert os.listdir(out / 'rounds' / '000003') == [run.attempt(3).id]
+  state_files = [f for f in storage.list_files(out / 'rounds')
+                 if '/client_states/' in f]
+  assert len(state_files) == len(kept)
   events = tensorboard_log.read(out / 'tensorboard')
   assert [r for r, _ in events['clients/ok']] == [1, 2, 3, 4]
   with open(out / 'metrics.jsonl') as f:

@@ -16,7 +16,6 @@ import tensorflow as tf
 
 import beam_runner
 import canonical
-from beam_runner import client_states
 from beam_runner import tensor_io
 from pipelines import compression_study
 from pipelines import encoder_choice
@@ -89,16 +88,18 @@ def test_top_k_with_error_feedback_keeps_each_clients_residual(tmp_path):
   result = fedavg.run_experiment(config, print_fn=lambda _: None)
   form = result.form
   run = beam_runner.RunDir(result.run_dir)
-  store = client_states.ClientStateStore(run.client_states_dir)
-  assert store.latest(client, second) == first
-  residual = store.read(client, first, form.client_state_spec)
+  path = run.client_state_paths()[client]
+  assert f'/rounds/{first:06d}/' in path  # Its state from round `first`.
+  residual = tensor_io.read_tensors(path, form.client_state_spec)
   assert any(np.any(np.asarray(r) != 0) for r in tf.nest.flatten(residual))
   state_before = tensor_io.read_tensors(run.state_path(second - 1),
                                         form.state_spec)
 
   config.rounds = second  # Resumes: runs only round `second`.
   fedavg.run_experiment(config, print_fn=lambda _: None)
-  after = store.read(client, second, form.client_state_spec)
+  path = beam_runner.RunDir(result.run_dir).client_state_paths()[client]
+  assert f'/rounds/{second:06d}/' in path
+  after = tensor_io.read_tensors(path, form.client_state_spec)
 
   # Round `second` ran the client's work on its old residual: rerunning that
   # work locally with the old residual gives the stored new one, bit for bit,

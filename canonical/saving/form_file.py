@@ -15,8 +15,8 @@ import tensorflow as tf
 from google.protobuf import message
 
 from canonical import form as form_lib
+from canonical import storage
 from canonical.form import FormError
-from canonical.saving import atomic_file
 from canonical.saving import canonical_form_pb2
 from canonical.saving import envelope
 from canonical.saving import graph_piece
@@ -59,8 +59,9 @@ def to_bytes(form):
 
 
 def save(form, path):
-  """Writes `form` to `path` atomically (a temporary file, then a rename)."""
-  return atomic_file.write(path, to_bytes(form), sync=True)
+  """Writes `form` to `path` (local, or any storage `canonical.storage`
+  reaches) whole or not at all; returns the path."""
+  return storage.write_bytes(path, to_bytes(form), sync=True)
 
 
 def parse(data, where='form'):
@@ -167,7 +168,9 @@ def load(path, allow_ops=(), allow_any_op=False):
 def read_bytes(path):
   """The raw contents of a form file; an unreadable file is a `FormError`."""
   try:
-    with open(path, 'rb') as f:
-      return f.read()
+    return storage.read_bytes(path)
+  except storage.NotFound:
+    raise FormError(f'{path}: cannot read the form: No such file or '
+                    'directory.') from None
   except OSError as e:
     raise FormError(f'{path}: cannot read the form: {e.strerror or e}.') from None

@@ -1,0 +1,257 @@
+"""The engine a run's pipelines go to, chosen by Beam's pipeline options.
+
+- no runner: Beam's in-process `FnApiRunner` (nothing to download, one
+  worker);
+- `DirectRunner`: Beam's local runner, `--direct_num_workers` workers;
+- `DaskRunner` (short name accepted): a `dask.distributed` cluster at
+  `--dask_client_address`, or, without one, a local cluster of one worker
+  process per core started for the run and stopped after it. Workers stay
+  warm between pipelines, so a round costs ~0.3 s of engine time;
+- any other name (DataflowRunner, FlinkRunner, SparkRunner, ...): handed to
+  Beam as it is.
+
+An engine says how many clients run at once (`parallelism`, to cut the
+round into that many elements) and whether several rounds may share one
+pipeline (`chains_rounds`): a runner that redistributes elements at a
+Reshuffle spreads every chained round's clients over its workers, so the
+per-pipeline cost is paid once for several rounds. Dask ignores Reshuffle
+(its elements stay in the partitions `Create` made), so on Dask each round is
+its own pipeline, on workers that stay warm.
+
+Checks that need the engine run before any round: an unreachable scheduler
+or a node without this project installed is one `EngineError` line.
+"""
+
+import importlib.metadata
+import logging
+import os
+
+import apache_beam as beam
+from apache_beam.options import pipeline_options as beam_options
+from apache_beam.runners.dask import dask_runner  # Registers --dask_* flags.
+from apache_beam.runners.portability import fn_api_runner
+
+DISTRIBUTION = 'fedcanon'
+DASK_NAMES = ('daskrunner', 'dask',
+              'apache_beam.runners.dask.dask_runner.daskrunner')
+DIRECT_NAMES = ('directrunner', 'bundlebaseddirectrunner',
+                'switchingdirectrunner')
+# Elements per unit of parallelism: a little slack balances uneven clients.
+ELEMENTS_PER_WORKER = 4
+# Workers assumed for runners that do not say (Dataflow, Flink, Spark, ...).
+UNKNOWN_PARALLELISM = 16
+DASK_CONNECT_SECONDS = 10
+
+
+class EngineError(RuntimeError):
+  """The engine cannot run rounds (unreachable, or a node is not set up)."""
+
+
+def pipeline_options_of(options):
+  """`PipelineOptions` from None, a dict, a list of flags, or options."""
+  if options is None:  # Not PipelineOptions(): that would parse sys.argv.
+    return beam_options.PipelineOptions([])
+  if isinstance(options, dict):
+    return beam_options.PipelineOptions.from_dictionary(options)
+  if isinstance(options, (list, tuple)):
+    return beam_options.PipelineOptions(list(options))
+  return options
+
+
+def runner_name(options):
+  runner = pipeline_options_of(options).view_as(
+      beam_options.StandardOptions).runner
+  if runner is None:
+    return None
+  return runner if isinstance(runner, str) else type(runner).__name__
+
+
+def is_dask(options):
+  return (runner_name(options) or '').lower() in DASK_NAMES
+
+
+def open_engine(options):
+  """The engine for these pipeline options (close it when done)."""
+  options = pipeline_options_of(options)
+  name = (runner_name(options) or '').lower()
+  if not name:
+    return InProcessEngine(options)
+  if name in DASK_NAMES:
+    return DaskEngine(options)
+  if name in DIRECT_NAMES:
+    workers = options.view_as(beam_options.DirectOptions).direct_num_workers
+    return Engine(options, parallelism=workers or os.cpu_count() or 1)
+  return Engine(options, parallelism=UNKNOWN_PARALLELISM)
+
+
+class Engine:
+  """Any Beam runner the options name; pipelines built and run one by one."""
+
+  chains_rounds = True  # Elements spread at a Reshuffle.
+  spreads_at_reshuffle = True
+
+  def __init__(self, options, parallelism):
+    self.options = options
+    self.parallelism = max(1, int(parallelism))
+
+  @property
+  def name(self):
+    return runner_name(self.options)
+
+  def elements_for(self, clients):
+    """How many elements to cut `clients` clients into."""
+    return max(1, min(clients, self.parallelism * ELEMENTS_PER_WORKER))
+
+  def pipeline(self, elements):
+    del elements
+    return beam.Pipeline(options=self.options)
+
+  def run(self, pipeline):
+    pipeline.run().wait_until_finish()
+
+  def close(self):
+    pass
+
+  def __enter__(self):
+    return self
+
+  def __exit__(self, *exc):
+    self.close()
+
+
+class InProcessEngine(Engine):
+  """Beam's in-process FnApiRunner: deterministic, one worker, no download."""
+
+  spreads_at_reshuffle = False  # One worker: nothing to spread.
+
+  def __init__(self, options):
+    super().__init__(options, parallelism=1)
+
+  @property
+  def name(self):
+    return 'in-process FnApiRunner'
+
+  def elements_for(self, clients):
+    return 1  # Beam's cost per element is all there is to save here.
+
+  def pipeline(self, elements):
+    del elements
+    return beam.Pipeline(runner=fn_api_runner.FnApiRunner(),
+                         options=self.options)
+
+
+class DaskEngine(Engine):
+  """A dask.distributed cluster: the given scheduler, or a local one."""
+
+  chains_rounds = False  # Dask keeps a chained round's clients in one task.
+
+  def __init__(self, options):
+    dask_options = options.view_as(dask_runner.DaskOptions)
+    self._cluster = None
+    address = dask_options.address
+    if address is None and dask_options.scheduler_file is None:
+      self._cluster = start_local_cluster()
+      address = dask_options.address = self._cluster.scheduler_address
+    self._client = connect(address, dask_options.scheduler_file,
+                           dask_options.timeout)
+    try:
+      check_nodes(self._client)
+      threads = sum(self._client.nthreads().values())
+    except BaseException:
+      self.close()
+      raise
+    super().__init__(options, parallelism=threads)
+    self.address = self._client.scheduler.address
+    self._fixed_partitions = (dask_options.npartitions or
+                              dask_options.partition_size)
+
+  @property
+  def name(self):
+    return f'DaskRunner at {self.address}'
+
+  def pipeline(self, elements):
+    if not self._fixed_partitions:  # One element per Dask task.
+      self.options.view_as(dask_runner.DaskOptions).npartitions = elements
+    return beam.Pipeline(runner=dask_runner.DaskRunner(),
+                         options=self.options)
+
+  def run(self, pipeline):
+    result = pipeline.run()
+    try:
+      result.wait_until_finish()
+    finally:
+      result.client.close()  # DaskRunner opens a client per pipeline.
+
+  def close(self):
+    if self._client is not None:
+      self._client.close()
+      self._client = None
+    if self._cluster is not None:
+      self._cluster.close()
+      self._cluster = None
+
+
+def start_local_cluster(workers=None, env=None):
+  """A local Dask cluster on 127.0.0.1: one single-threaded worker process
+  per core, no dashboard. TensorFlow in each worker uses one thread for
+  each kind of parallelism (unless `env` says otherwise), so the workers do
+  not fight over the cores."""
+  from dask import distributed  # pylint: disable=g-import-not-at-top
+  worker_env = {'TF_NUM_INTRAOP_THREADS': '1', 'TF_NUM_INTEROP_THREADS': '1',
+                'TF_CPP_MIN_LOG_LEVEL': os.environ.get('TF_CPP_MIN_LOG_LEVEL',
+                                                       '2')}
+  worker_env.update(env or {})
+  return distributed.LocalCluster(
+      n_workers=workers or os.cpu_count() or 1, threads_per_worker=1,
+      processes=True, host='127.0.0.1', dashboard_address=None,
+      worker_dashboard_address=None, silence_logs=logging.ERROR,
+      env=worker_env)
+
+
+def connect(address, scheduler_file=None, timeout=None):
+  """A client of the scheduler; EngineError if it cannot be reached."""
+  from dask import distributed  # pylint: disable=g-import-not-at-top
+  seconds = timeout if isinstance(timeout, (int, float)) else \
+      DASK_CONNECT_SECONDS
+  where = address or f'the scheduler file {scheduler_file!r}'
+  try:
+    return distributed.Client(address, scheduler_file=scheduler_file,
+                              timeout=seconds, set_as_default=False)
+  except (OSError, TimeoutError, ValueError) as e:
+    raise EngineError(
+        f'Cannot reach the Dask scheduler at {where} within {seconds} s '
+        f'({type(e).__name__}: {_first_line(e)}). Start it (dask scheduler; '
+        'dask worker ADDRESS on each node) or fix --dask_client_address.'
+    ) from None
+
+
+def check_nodes(client):
+  """EngineError unless the scheduler and every worker run this project at
+  the driver's version: they unpickle the round's functions."""
+  expected = importlib.metadata.version(DISTRIBUTION)
+  if not client.nthreads():
+    raise EngineError(f'The Dask scheduler at {client.scheduler.address} '
+                      'has no workers; start some with dask worker ADDRESS.')
+  found = dict(client.run(importlib.metadata.version, DISTRIBUTION,
+                          on_error='return'))
+  try:
+    found['the scheduler'] = client.run_on_scheduler(
+        importlib.metadata.version, DISTRIBUTION)
+  except Exception as e:  # pylint: disable=broad-except
+    found['the scheduler'] = e
+  for node, version in sorted(found.items(), key=lambda kv: str(kv[0])):
+    what = node if node == 'the scheduler' else f'Dask worker {node}'
+    if isinstance(version, BaseException):
+      raise EngineError(
+          f'{what} does not have {DISTRIBUTION} installed '
+          f'({type(version).__name__}: {_first_line(version)}); install this '
+          'project on every node, the scheduler included (pip install .).')
+    if version != expected:
+      raise EngineError(
+          f'{what} runs {DISTRIBUTION} {version}, this driver {expected}; '
+          'install the same version on every node.')
+
+
+def _first_line(error):
+  text = str(error).strip()
+  return text.splitlines()[0] if text else type(error).__name__

@@ -1,0 +1,24 @@
+"""Shared fixtures: a local S3 server (moto) for tests of s3:// paths."""
+
+import pytest
+
+from s3_server import S3Server
+
+
+@pytest.fixture(scope='session')
+def s3_server():
+  """One moto server for the session, stopped at its end."""
+  server = S3Server()
+  yield server
+  server.stop()
+
+
+@pytest.fixture
+def s3(s3_server):
+  """The server, with the storage layer pointed at it, and a fresh bucket
+  as `s3.bucket_url` (s3://NAME)."""
+  from canonical import storage  # pylint: disable=g-import-not-at-top
+  storage.configure(s3_server.options())
+  s3_server.bucket_url = f's3://{s3_server.new_bucket()}'
+  yield s3_server
+  storage.configure(None)
