@@ -31,6 +31,8 @@ from apache_beam.options import pipeline_options as beam_options
 from apache_beam.runners.dask import dask_runner  # Registers --dask_* flags.
 from apache_beam.runners.portability import fn_api_runner
 
+from canonical import storage
+
 DISTRIBUTION = 'fedcanon'
 DASK_NAMES = ('daskrunner', 'dask',
               'apache_beam.runners.dask.dask_runner.daskrunner')
@@ -48,14 +50,9 @@ class EngineError(RuntimeError):
 
 
 def pipeline_options_of(options):
-  """`PipelineOptions` from None, a dict, a list of flags, or options."""
-  if options is None:  # Not PipelineOptions(): that would parse sys.argv.
-    return beam_options.PipelineOptions([])
-  if isinstance(options, dict):
-    return beam_options.PipelineOptions.from_dictionary(options)
-  if isinstance(options, (list, tuple)):
-    return beam_options.PipelineOptions(list(options))
-  return options
+  """`PipelineOptions` from None, a dict, a list of flags, or options
+  (the --dask_* flags known: this module imports Beam's Dask runner)."""
+  return storage.pipeline_options(options)
 
 
 def runner_name(options):
@@ -144,6 +141,7 @@ class DaskEngine(Engine):
   """A dask.distributed cluster: the given scheduler, or a local one."""
 
   chains_rounds = False  # Dask keeps a chained round's clients in one task.
+  spreads_at_reshuffle = False  # Its Reshuffle is a no-op; Create spreads.
 
   def __init__(self, options):
     dask_options = options.view_as(dask_runner.DaskOptions)
@@ -191,21 +189,38 @@ class DaskEngine(Engine):
       self._cluster = None
 
 
-def start_local_cluster(workers=None, env=None):
+def start_local_cluster(workers=None, env=None, lifetime=None):
   """A local Dask cluster on 127.0.0.1: one single-threaded worker process
   per core, no dashboard. TensorFlow in each worker uses one thread for
   each kind of parallelism (unless `env` says otherwise), so the workers do
-  not fight over the cores."""
+  not fight over the cores. With `lifetime` (e.g. '20 minutes') workers end
+  by themselves after it, whatever happens to this process."""
   from dask import distributed  # pylint: disable=g-import-not-at-top
   worker_env = {'TF_NUM_INTRAOP_THREADS': '1', 'TF_NUM_INTEROP_THREADS': '1',
                 'TF_CPP_MIN_LOG_LEVEL': os.environ.get('TF_CPP_MIN_LOG_LEVEL',
                                                        '2')}
   worker_env.update(env or {})
-  return distributed.LocalCluster(
-      n_workers=workers or os.cpu_count() or 1, threads_per_worker=1,
-      processes=True, host='127.0.0.1', dashboard_address=None,
-      worker_dashboard_address=None, silence_logs=logging.ERROR,
-      env=worker_env)
+  # Its scheduler runs in this process and its workers log to our stderr:
+  # their INFO lines would flood it. Workers read this variable when they
+  # import dask, before the cluster hands them `env`.
+  logging.getLogger('distributed').setLevel(logging.WARNING)
+  quiet, os.environ['DASK_LOGGING__DISTRIBUTED'] = os.environ.get(
+      'DASK_LOGGING__DISTRIBUTED'), 'warning'
+  try:
+    return distributed.LocalCluster(
+        n_workers=workers or os.cpu_count() or 1, threads_per_worker=1,
+        processes=True, host='127.0.0.1', dashboard_address=None,
+        worker_dashboard_address=None, silence_logs=logging.ERROR,
+        # No dashboard; the scheduler's plain HTTP routes on a free port
+        # (its default, 8787, would collide between clusters).
+        scheduler_kwargs={'dashboard': False,
+                          'dashboard_address': '127.0.0.1:0'},
+        env=worker_env, **({'lifetime': lifetime} if lifetime else {}))
+  finally:
+    if quiet is None:
+      del os.environ['DASK_LOGGING__DISTRIBUTED']
+    else:
+      os.environ['DASK_LOGGING__DISTRIBUTED'] = quiet
 
 
 def connect(address, scheduler_file=None, timeout=None):

@@ -91,8 +91,9 @@ class _FormFn:
     storage.configure(self._storage_options)
     self._form = self._source.get()
 
-  @property
   def form(self):
+    """The form (a method, not a property: Beam probes a DoFn's attributes
+    with getattr while it builds a pipeline)."""
     if getattr(self, '_form', None) is None:
       self.setup()
     return self._form
@@ -154,13 +155,13 @@ class WorkFn(_FormFn, beam.DoFn):
   def _load_broadcast(self):
     path = self._attempt.broadcast_path
     if path != self._broadcast_path:
-      self._broadcast = tensor_io.read_tensors(path, self.form.broadcast_spec,
-                                               what='broadcast')
+      self._broadcast = tensor_io.read_tensors(
+          path, self.form().broadcast_spec, what='broadcast')
       self._broadcast_path = path
     return self._broadcast
 
   def process(self, tasks):
-    form = self.form
+    form = self.form()
     c = self._load_broadcast()  # Not one client's: fails the round.
     accumulator, stats = None, empty_stats()
     for task in tasks:
@@ -183,7 +184,7 @@ class WorkFn(_FormFn, beam.DoFn):
 
   def _work(self, task, c):
     """The client's U (its new state written); raises ClientDropped."""
-    form = self.form
+    form = self.form()
     try:
       data = self._data.read(task.client_id, form.client_data_spec)
     except Exception as e:  # pylint: disable=broad-except
@@ -208,7 +209,7 @@ class WorkFn(_FormFn, beam.DoFn):
     return update
 
   def _client_state(self, task):
-    form = self.form
+    form = self.form()
     what = f'state of client {task.client_id!r}'
     try:
       for path in task.pending_states:
@@ -244,7 +245,7 @@ class AggregateFn(_FormFn, beam.CombineFn):
     self._storage_options = storage_options
 
   def _accumulator(self, arrays):
-    return tensor_io.pack(self.form.accumulator_spec, arrays,
+    return tensor_io.pack(self.form().accumulator_spec, arrays,
                           what='accumulator')
 
   def create_accumulator(self):
@@ -262,14 +263,14 @@ class AggregateFn(_FormFn, beam.CombineFn):
       if arrays is None:
         arrays = more_arrays
       else:
-        arrays = tensor_io.flatten(self.form.merge(
+        arrays = tensor_io.flatten(self.form().merge(
             self._accumulator(arrays), self._accumulator(more_arrays)))
     return [arrays, stats]
 
   def extract_output(self, accumulator):
     arrays, stats = accumulator
     report = None if arrays is None else tensor_io.flatten(
-        self.form.report(self._accumulator(arrays)))
+        self.form().report(self._accumulator(arrays)))
     return [report, stats]
 
   def get_accumulator_coder(self):
@@ -291,7 +292,7 @@ class UpdateFn(_FormFn, beam.DoFn):
     started_at = time.time()
     start = time.perf_counter()
     report, stats = aggregate
-    form, attempt = self.form, self._plan.attempt
+    form, attempt = self.form(), self._plan.attempt
     outcome = round_stats(stats, len(self._plan.sampled))
     outcome['update_started_at'] = started_at
     try:

@@ -190,21 +190,38 @@ class RunDir:
   def new_attempt(self, round_number):
     return Attempt(self.directory, round_number, uuid.uuid4().hex[:12])
 
+  def _marker(self, round_number):
+    return storage.join(self.commits_dir, _round_name(round_number) + '.json')
+
+  def check_not_taken(self, attempt):
+    """CommitConflict (this attempt deleted) if another driver committed the
+    attempt's round: its files may be gone, deleted as a leftover."""
+    try:
+      other = json.loads(storage.read_bytes(self._marker(attempt.round)))
+    except storage.NotFound:
+      return
+    if other.get('attempt') != attempt.id:
+      self._conflict(attempt, other.get('attempt'))
+
+  def _conflict(self, attempt, other):
+    self.discard(attempt)
+    raise CommitConflict(
+        f'Round {attempt.round} of {self.directory!r} was committed by '
+        f'another driver (attempt {other}) while this one ran it: two '
+        'drivers must not run in one output directory. This one stops; '
+        'nothing of its attempt is used.')
+
   def commit(self, attempt):
     """Makes the attempt the round's result, atomically, unless another
-    driver committed the round first (CommitConflict)."""
-    marker = storage.join(self.commits_dir,
-                          _round_name(attempt.round) + '.json')
+    driver committed the round first (CommitConflict; this attempt is then
+    deleted)."""
+    marker = self._marker(attempt.round)
     record = {'round': attempt.round, 'attempt': attempt.id}
     try:
       storage.create_only(marker, json.dumps(record).encode())
     except storage.AlreadyExists:
       other = json.loads(storage.read_bytes(marker)).get('attempt')
-      raise CommitConflict(
-          f'Round {attempt.round} of {self.directory!r} was committed by '
-          f'another driver (attempt {other}) while this one ran it: two '
-          'drivers must not run in one output directory. This one stops; '
-          'nothing of its attempt is used.') from None
+      self._conflict(attempt, other)
     self._commits()[attempt.round] = attempt.id
     storage.delete([attempt.broadcast_path])
     self.discard_others(attempt.round)

@@ -77,7 +77,8 @@ def run(form_or_path, client_data, rounds, clients_per_round, output_dir,
     pipeline_options: Beam `PipelineOptions` (or flags, or a dict). Without a
       runner, rounds run on the in-process `FnApiRunner`; `DaskRunner` runs
       them on a Dask cluster (see `engines`). Filesystem options (S3 endpoint
-      and credentials) reach every worker.
+      and credentials) reach every worker; without any, the ones this process
+      has (`canonical.storage.configure`) do.
     seed: the sampling seed.
     min_clients: a client whose work fails (unreadable data, an error, a NaN
       or Inf in its update or new state) is dropped and counted; a round
@@ -100,7 +101,8 @@ def run(form_or_path, client_data, rounds, clients_per_round, output_dir,
   TensorBoard scalars to `output_dir/tensorboard`.
   """
   options = engines.pipeline_options_of(pipeline_options)
-  storage.configure(options)
+  if storage.options_of(options):  # Else keep this process's settings.
+    storage.configure(options)
   for name, value in (('rounds_per_pipeline', rounds_per_pipeline),
                       ('clients_per_element', clients_per_element)):
     if value is not None and (not isinstance(value, int) or value < 1):
@@ -262,6 +264,7 @@ class _RoundLoop:
         self.engine.run(pipeline)
     except BaseException as e:
       for plan in plans:
+        self.out.check_not_taken(plan.attempt)  # Gone as another's leftover?
         self.out.discard(plan.attempt)
       if not isinstance(e, Exception):
         raise
@@ -274,11 +277,12 @@ class _RoundLoop:
   def finish(self, plan):
     """Checks, evaluates and commits one round of a finished pipeline."""
     attempt, number = plan.attempt, plan.attempt.round
+    self.out.check_not_taken(attempt)
     try:
       raw = json.loads(storage.read_bytes(attempt.outcome_path))
     except storage.NotFound:
       raw = {'failed': 'the round did not run'}
-    if 'failed' in raw or 'metrics' not in raw:
+    if 'failed' in raw or 'metrics' not in raw or 'prepared_at' not in raw:
       raise RoundError(
           f'Round {number}: {raw.get("failed", "no update ran")}; nothing '
           f'committed. Dropped: {_dropped_summary(raw)}.')

@@ -2,7 +2,8 @@
 
 For users' own processes, called from pytest: the process runs a few rounds
 through the reference executor (`canonical.reference.run_round`) and, compiled,
-through `beam_runner.run` on the DirectRunner. The reference sees exactly the
+through `beam_runner.run` on Beam's in-process runner, the DirectRunner, or
+any engine `pipeline_options` name (a Dask cluster, for one). The reference sees exactly the
 clients the runner sampled in each round (read back from the run's committed
 rounds) and, with client state, the state each client left the last time it
 was sampled. The first round and tensor where the two differ is reported.
@@ -16,6 +17,7 @@ import tensorflow as tf
 
 import canonical
 from beam_runner import client_data as client_data_lib
+from beam_runner import engines
 from beam_runner import run_dir
 from beam_runner import runner
 from beam_runner import tensor_io
@@ -38,7 +40,7 @@ def pipeline_options_for(running_mode, num_workers=2):
 def assert_rounds_match(process, client_data, rounds=3, clients_per_round=None,
                         seed=0, rtol=1e-5, atol=1e-6, running_mode='in_memory',
                         num_workers=2, form=None, check_local=True,
-                        output_dir=None):
+                        output_dir=None, pipeline_options=None):
   """Raises AssertionError at the first round and tensor where Beam differs.
 
   Args:
@@ -53,6 +55,8 @@ def assert_rounds_match(process, client_data, rounds=3, clients_per_round=None,
       another order than the reference's in-order fold); 0 and 0: bit exact.
     running_mode: 'in_memory' (the in-process runner), 'multi_threading' or
       'multi_processing' (DirectRunner with `num_workers` workers).
+    pipeline_options: Beam options naming another engine instead, e.g.
+      {'runner': 'DaskRunner', 'dask_client_address': 'tcp://...'}.
     form: the compiled form to run on Beam (default: `canonical.compile
       (process)`); a form of another process is how to check this check.
     check_local: also run the form in the local loop (`canonical.run_round`)
@@ -63,6 +67,12 @@ def assert_rounds_match(process, client_data, rounds=3, clients_per_round=None,
     The `RunResult` of the Beam run.
   """
   form = canonical.compile(process) if form is None else form
+  if pipeline_options is None:
+    pipeline_options = pipeline_options_for(running_mode, num_workers)
+    mode = f'Beam ({running_mode})'
+  else:
+    running_mode = 'engine'
+    mode = f'Beam ({engines.runner_name(pipeline_options)})'
   with tempfile.TemporaryDirectory(prefix='assert_rounds_match-') as temp:
     data = client_data_lib.source_of(client_data)
     if (running_mode != 'in_memory' and
@@ -74,11 +84,9 @@ def assert_rounds_match(process, client_data, rounds=3, clients_per_round=None,
       clients_per_round = len(data.client_ids())
     out = os.fspath(output_dir) if output_dir is not None else \
         os.path.join(temp, 'run')
-    mode = f'Beam ({running_mode})'
     result = runner.run(form, data, rounds, clients_per_round, out,
-                        pipeline_options=pipeline_options_for(
-                            running_mode, num_workers),
-                        seed=seed, progress=lambda line: None)
+                        pipeline_options=pipeline_options, seed=seed,
+                        progress=lambda line: None)
     _compare_runs(process, form, data, rounds, out, mode, rtol, atol,
                   check_local)
   return result

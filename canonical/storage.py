@@ -2,9 +2,12 @@
 
 A path is a local path or a URL that Apache Beam's FileSystems reach (s3://,
 gs://, hdfs://, ...). Local paths go straight to the OS, as fast as plain
-files. Every other scheme goes through Beam: `FileSystems`, and for s3:// its
-`S3IO` on one boto3 client per thread, since Beam's S3FileSystem builds a new
-client (~0.2 s) for every call.
+files. Other schemes go through Beam's `FileSystems`, except s3://: there
+each thread keeps the boto3 client Beam's S3 options configure (its
+`boto3_client.Client`) and calls S3 directly. Beam's S3FileSystem builds a new
+client (~0.2 s) for every call, writes every file in a three-request
+multipart upload that fails on an empty file, and retries errors that cannot
+pass (missing credentials) for minutes.
 
 Writes are whole or nothing: a local file is written beside its target and
 renamed; an object appears whole when its upload completes. `create_only` is
@@ -26,7 +29,9 @@ import time
 
 _LOCAL_MODE = None  # A new file's mode under this process's umask.
 _options = None     # The PipelineOptions set by `configure`.
+_configured = None  # Their filesystem values, as `worker_options` gives them.
 _clients = threading.local()
+_S3_PUT_LIMIT = 5 * 2**30  # The largest object one PutObject may write.
 
 
 class StorageError(OSError):
@@ -46,27 +51,44 @@ class AlreadyExists(StorageError, FileExistsError):
 
 
 def configure(options):
-  """Sets the filesystem options (PipelineOptions, a dict, flags or None)."""
-  global _options
-  from apache_beam.io import filesystems  # pylint: disable=g-import-not-at-top
-  from apache_beam.options import pipeline_options  # pylint: disable=g-import-not-at-top
-  if options is None:
-    options = pipeline_options.PipelineOptions([])
-  elif isinstance(options, dict):
-    options = pipeline_options.PipelineOptions.from_dictionary(options)
-  elif isinstance(options, (list, tuple)):
-    options = pipeline_options.PipelineOptions(list(options))
-  if _options is not None and _option_values(options) == _option_values(
-      _options):
+  """Sets the filesystem options (PipelineOptions, a dict, flags or None).
+
+  Cheap when they are the ones already set (workers call it per bundle).
+  """
+  global _options, _configured
+  if isinstance(options, dict) and _options is not None and \
+      options == _configured:
     return
-  _options = options
+  from apache_beam.io import filesystems  # pylint: disable=g-import-not-at-top
+  options = pipeline_options(options)
+  values = _option_values(options)
+  if _options is not None and values == _configured:
+    return
+  _options, _configured = options, values
   _clients.__dict__.clear()
   filesystems.FileSystems.set_options(options)
 
 
 def worker_options():
   """The filesystem options as a small dict to hand to workers."""
-  return {} if _options is None else _option_values(_options)
+  return dict(_configured or {})
+
+
+def options_of(options):
+  """The filesystem settings (S3, HDFS, GCS) the given options carry."""
+  return _option_values(pipeline_options(options))
+
+
+def pipeline_options(options):
+  """`PipelineOptions` from None, a dict, a list of flags, or options."""
+  from apache_beam.options import pipeline_options as beam_options  # pylint: disable=g-import-not-at-top
+  if options is None:  # Not PipelineOptions(): that would parse sys.argv.
+    return beam_options.PipelineOptions([])
+  if isinstance(options, dict):
+    return beam_options.PipelineOptions.from_dictionary(options)
+  if isinstance(options, (list, tuple)):
+    return beam_options.PipelineOptions(list(options))
+  return options
 
 
 def _option_values(options):
@@ -141,16 +163,15 @@ def _filesystem(path):
     ) from None
 
 
-def _s3io():
-  """Beam's S3IO on this thread's client, built from the S3 options."""
-  io = getattr(_clients, 's3io', None)
-  if io is None:
-    from apache_beam.io.aws import s3io  # pylint: disable=g-import-not-at-top
+def _s3():
+  """This thread's boto3 S3 client, configured by Beam's S3 options."""
+  client = getattr(_clients, 's3', None)
+  if client is None:
     from apache_beam.io.aws.clients.s3 import boto3_client  # pylint: disable=g-import-not-at-top
     from apache_beam.options import pipeline_options  # pylint: disable=g-import-not-at-top
     options = _options or pipeline_options.PipelineOptions([])
-    io = _clients.s3io = s3io.S3IO(client=boto3_client.Client(options))
-  return io
+    client = _clients.s3 = boto3_client.Client(options).client
+  return client
 
 
 def _s3_key(path):
@@ -170,8 +191,8 @@ def read_bytes(path):
       with open(_local(path), 'rb') as f:
         return f.read()
     if scheme(path) == 's3':
-      with _s3io().open(path, 'r') as f:
-        return f.read()
+      bucket, key = _s3_key(path)
+      return _s3().get_object(Bucket=bucket, Key=key)['Body'].read()
     from apache_beam.io import filesystems  # pylint: disable=g-import-not-at-top
     with filesystems.FileSystems.open(
         path, compression_type='uncompressed') as f:
@@ -183,6 +204,8 @@ def read_bytes(path):
   except OSError as e:
     raise StorageError(f'Cannot read {path!r}: {_reason(e)}') from None
   except Exception as e:  # Remote clients raise their own kinds.
+    if _error_code(e) in ('NoSuchKey', '404'):
+      raise NotFound(f'No such file: {path!r}') from None
     raise _remote_error('read', path, e) from None
 
 
@@ -196,8 +219,12 @@ def write_bytes(path, data, sync=False):
   if is_local(path):
     return _write_local(_local(path), data, sync)
   try:
-    if scheme(path) == 's3':
-      with _s3io().open(path, 'w') as f:
+    if scheme(path) == 's3' and len(data) < _S3_PUT_LIMIT:
+      bucket, key = _s3_key(path)
+      _s3().put_object(Bucket=bucket, Key=key, Body=data)
+    elif scheme(path) == 's3':  # Too large for one PUT: Beam's multipart.
+      from apache_beam.io.aws import s3io  # pylint: disable=g-import-not-at-top
+      with s3io.S3IO(options=_options).open(path, 'w') as f:
         f.write(data)
     else:
       from apache_beam.io import filesystems  # pylint: disable=g-import-not-at-top
@@ -281,7 +308,7 @@ def _create_only_local(path, data):
 
 def _create_only_s3(path, data):
   bucket, key = _s3_key(path)
-  client = _s3io().client.client
+  client = _s3()
   for attempt in range(5):
     try:
       client.put_object(Bucket=bucket, Key=key, Body=data, IfNoneMatch='*')
@@ -320,7 +347,14 @@ def exists(path):
   if is_local(path):
     return os.path.exists(_local(path))
   if scheme(path) == 's3':
-    return _s3io().exists(path) or bool(list_files(path))
+    bucket, key = _s3_key(path.rstrip('/'))
+    try:
+      found = _s3().list_objects_v2(Bucket=bucket, Prefix=key, MaxKeys=1)
+    except Exception as e:  # pylint: disable=broad-except
+      raise _remote_error('look for', path, e) from None
+    return any(item['Key'] == key or item['Key'].startswith(key + '/')
+               for item in found.get('Contents', ())) or bool(
+                   list_files(path))
   from apache_beam.io import filesystems  # pylint: disable=g-import-not-at-top
   return filesystems.FileSystems.exists(path) or bool(list_files(path))
 
@@ -345,8 +379,11 @@ def list_files(directory):
   prefix = directory.rstrip('/') + '/'
   try:
     if scheme(directory) == 's3':
-      paths = list(_s3io().list_files(prefix))
-      paths = [p for p, _ in paths]
+      bucket, key = _s3_key(prefix)
+      pages = _s3().get_paginator('list_objects_v2').paginate(Bucket=bucket,
+                                                              Prefix=key)
+      paths = [f's3://{bucket}/{item["Key"]}' for page in pages
+               for item in page.get('Contents', ())]
     else:
       from apache_beam.io import filesystems  # pylint: disable=g-import-not-at-top
       matched = filesystems.FileSystems.match([prefix + '**'])[0]
@@ -385,13 +422,20 @@ def delete(paths):
   s3 = [p for p in remote if scheme(p) == 's3']
   others = [p for p in remote if scheme(p) != 's3']
   try:
-    if s3:
-      results = _s3io().delete_files(s3)
-      failed = [(p, e) for p, e in results
-                if e is not None and _error_code(e) not in ('404',
-                                                            'NoSuchKey')]
-      if failed:
-        raise failed[0][1]
+    by_bucket = {}
+    for path in s3:
+      bucket, key = _s3_key(path)
+      by_bucket.setdefault(bucket, []).append(key)
+    for bucket, keys in by_bucket.items():
+      for start in range(0, len(keys), 1000):  # S3's limit per request.
+        result = _s3().delete_objects(Bucket=bucket, Delete={
+            'Objects': [{'Key': k} for k in keys[start:start + 1000]],
+            'Quiet': True})
+        errors = [e for e in result.get('Errors', ())
+                  if e.get('Code') != 'NoSuchKey']
+        if errors:
+          raise RuntimeError(f'{errors[0].get("Key")}: '
+                             f'{errors[0].get("Message")}')
     if others:
       from apache_beam.io import filesystems  # pylint: disable=g-import-not-at-top
       filesystems.FileSystems.delete([p for p in others if exists(p)])
@@ -430,8 +474,11 @@ def check_writable(path, what='path'):
   if scheme(path) == 's3':
     bucket, _ = _s3_key(path)
     try:
-      _s3io().client.client.head_bucket(Bucket=bucket)
+      _s3().head_bucket(Bucket=bucket)
     except Exception as e:  # pylint: disable=broad-except
+      if _error_code(e) in ('404', 'NoSuchBucket'):
+        raise StorageError(f'{what} {path!r}: the bucket {bucket!r} does '
+                           'not exist.') from None
       raise _remote_error('reach', path, e, what) from None
   else:
     try:

@@ -1,0 +1,241 @@
+"""Rounds on a real Dask cluster: a `dask.distributed.LocalCluster` of two
+worker processes on 127.0.0.1 (no dashboard), started for this module and
+stopped after it, is the same code path as a multi-machine cluster.
+
+Each sampled client's work runs exactly once per round and clients spread
+over the workers; federated averaging (plain, with encoders, with client
+state) gives the in-process runner's results up to float summation order;
+an unreachable scheduler or a worker running another version of the project
+is one clear error before any round.
+"""
+
+import importlib.metadata
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import beam_runner
+import canonical as cf
+import encoders as te
+from beam_runner import engines
+from beam_runner import testing
+from canonical import fedavg
+from canonical import learning
+from canonical.learning import models
+from example_processes import client_state_process
+from example_processes import random_floats
+from example_processes import sum_process
+from s3_server import free_port
+
+pytestmark = pytest.mark.slow
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(scope='module')
+def dask_address():
+  cluster = engines.start_local_cluster(2, lifetime='20 minutes')
+  try:
+    yield cluster.scheduler_address
+  finally:
+    cluster.close()
+
+
+def _on(address, **more):
+  return dict({'runner': 'DaskRunner', 'dask_client_address': address}, **more)
+
+
+class CountingClientData(beam_runner.TFRecordClientData):
+  """Shards that log every read (client id and worker pid) to a file."""
+
+  def __init__(self, directory, log_path):
+    super().__init__(directory)
+    self.log_path = log_path
+
+  def read(self, client_id, spec):
+    with open(self.log_path, 'a') as f:  # One short append: atomic.
+      f.write(f'{client_id} {os.getpid()}\n')
+    return super().read(client_id, spec)
+
+
+def test_each_client_works_exactly_once_per_round_spread_over_workers(
+    dask_address, tmp_path):
+  form = cf.compile(client_state_process())
+  data = {k: v * 3 for k, v in random_floats(5, 10).items()}
+  beam_runner.write_client_data(tmp_path / 'shards', data)
+  log = tmp_path / 'reads.log'
+  source = CountingClientData(str(tmp_path / 'shards'), str(log))
+  result = beam_runner.run(form, source, 3, 6, tmp_path / 'run',
+                           pipeline_options=_on(dask_address),
+                           progress=lambda _: None)
+  run = beam_runner.RunDir(tmp_path / 'run')
+  sampled = [c for r in (1, 2, 3) for c in run.clients(r)]
+  reads = [line.split() for line in log.read_text().splitlines()]
+  assert sorted(c for c, _ in reads) == sorted(sampled)
+  workers = {int(pid) for _, pid in reads}
+  assert len(workers) == 2 and os.getpid() not in workers
+  for outcome in result.outcomes:
+    assert outcome['clients_ok'] == 6
+    assert len(outcome['clients_per_worker']) == 2
+    assert sum(outcome['clients_per_worker'].values()) == 6
+    assert outcome['engine'].startswith('DaskRunner at tcp://127.0.0.1:')
+
+
+def test_integer_sums_on_dask_are_bit_exact(dask_address):
+  rng = np.random.default_rng(0)
+  data = {f'c{i}': rng.integers(-100, 100, [3]).astype(np.int32)
+          for i in range(9)}
+  testing.assert_rounds_match(sum_process(), data, rounds=3,
+                              clients_per_round=4, rtol=0, atol=0,
+                              pipeline_options=_on(dask_address))
+
+
+def test_client_state_comes_back_with_the_client_on_dask(dask_address):
+  data = {k: v * 3 for k, v in random_floats(8, 5).items()}
+  result = testing.assert_rounds_match(
+      client_state_process(), data, rounds=4, clients_per_round=3,
+      pipeline_options=_on(dask_address))
+  assert result.rounds == 4
+
+
+def _digit_clients(count=5):
+  rng = np.random.default_rng(3)
+  return {f'c{i}': tf.data.Dataset.from_tensor_slices((
+      rng.uniform(size=[12, 8, 8, 1]).astype(np.float32),
+      rng.integers(0, 10, [12]).astype(np.int32))).batch(6)
+          for i in range(count)}
+
+
+@pytest.fixture(scope='module')
+def model():
+  return learning.FunctionalModel.from_keras(models.small_8x8, seed=0)
+
+
+def test_federated_averaging_on_dask_equals_the_in_process_runner(
+    dask_address, model):
+  process = fedavg.build_federated_averaging_process(
+      model, lambda: learning.sgd(0.1))
+  testing.assert_rounds_match(process, _digit_clients(), rounds=2,
+                              clients_per_round=4,
+                              pipeline_options=_on(dask_address))
+
+
+def _large_ones(wrap, encoder):
+
+  def build(spec):
+    if spec.shape.num_elements() > 100:  # The two dense kernels.
+      return wrap(encoder(), spec)
+    return wrap(te.encoders.identity(), spec)
+
+  return build
+
+
+def test_encoded_federated_averaging_on_dask(dask_address, model):
+  process = fedavg.build_federated_averaging_process(
+      model, lambda: learning.sgd(0.1),
+      broadcast_process=fedavg.build_encoded_broadcast_process_from_model(
+          model, _large_ones(te.encoders.as_simple_encoder,
+                             lambda: te.encoders.uniform_quantization(8))),
+      aggregation_process=fedavg.build_encoded_mean_process_from_model(
+          model, _large_ones(te.encoders.as_gather_encoder,
+                             lambda: te.encoders.uniform_quantization(8))))
+  # Workers merge float sums in another order than the reference, and the
+  # next round's stochastic rounding is seeded by the resulting model: one
+  # round compares exactly what was meant.
+  testing.assert_rounds_match(process, _digit_clients(), rounds=1,
+                              clients_per_round=4,
+                              pipeline_options=_on(dask_address))
+
+
+def test_error_feedback_in_client_state_on_dask(dask_address, model, tmp_path):
+  """Top-k with error feedback: encoders and client state together; every
+  client state Dask kept equals the in-process runner's."""
+  process = fedavg.build_federated_averaging_process(
+      model, lambda: learning.sgd(0.1),
+      aggregation_process=fedavg.build_encoded_mean_process_from_model(
+          model, _large_ones(te.encoders.as_gather_encoder,
+                             lambda: te.encoders.top_k(0.1)),
+          error_feedback=True))
+  form = cf.compile(process)
+  data = _digit_clients(4)
+  shards = beam_runner.write_client_data(tmp_path / 'shards', data)
+  quiet = lambda _: None
+  on_dask = beam_runner.run(form, shards.directory, 3, 3, tmp_path / 'dask',
+                            pipeline_options=_on(dask_address),
+                            progress=quiet)
+  in_process = beam_runner.run(form, data, 3, 3, tmp_path / 'local',
+                               progress=quiet)
+  for a, b in zip(tf.nest.flatten(on_dask.state),
+                  tf.nest.flatten(in_process.state)):
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+  kept = beam_runner.RunDir(tmp_path / 'dask').client_state_paths()
+  expected = beam_runner.RunDir(tmp_path / 'local').client_state_paths()
+  assert sorted(kept) == sorted(expected) and len(kept) == 4
+  for client in kept:
+    for a, b in zip(
+        tf.nest.flatten(beam_runner.tensor_io.read_tensors(
+            kept[client], form.client_state_spec)),
+        tf.nest.flatten(beam_runner.tensor_io.read_tensors(
+            expected[client], form.client_state_spec))):
+      np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_an_unreachable_scheduler_is_one_error_before_any_round(tmp_path):
+  form = cf.compile(sum_process())
+  shards = beam_runner.write_client_data(
+      tmp_path / 'shards', {'a': np.zeros([3], np.int32)})
+  start = time.monotonic()
+  with pytest.raises(beam_runner.EngineError,
+                     match=r'Cannot reach the Dask scheduler at '
+                     r'tcp://127\.0\.0\.1:\d+ within 2 s'):
+    beam_runner.run(form, shards.directory, 1, 1, tmp_path / 'run',
+                    pipeline_options=_on(f'tcp://127.0.0.1:{free_port()}',
+                                         dask_connection_timeout=2))
+  assert time.monotonic() - start < 30
+  assert not (tmp_path / 'run').exists()
+
+
+_OLD_VERSION_WORKER = '''
+import os, sys
+sys.path.insert(0, sys.argv[1])  # A fedcanon 0.0.1 installed before ours.
+from distributed.cli.dask_worker import main
+sys.argv = ['dask worker', sys.argv[2], '--nthreads', '1', '--no-dashboard',
+            '--host', '127.0.0.1', '--lifetime', '5 minutes']
+main()
+'''
+
+
+def test_a_worker_with_another_version_of_the_project_is_refused(tmp_path):
+  fake = tmp_path / 'site' / 'fedcanon-0.0.1.dist-info'
+  fake.mkdir(parents=True)
+  (fake / 'METADATA').write_text('Metadata-Version: 2.1\nName: fedcanon\n'
+                                 'Version: 0.0.1\n')
+  cluster = engines.start_local_cluster(1, lifetime='5 minutes')
+  worker = subprocess.Popen(
+      [sys.executable, '-c', _OLD_VERSION_WORKER, str(tmp_path / 'site'),
+       cluster.scheduler_address], stdout=subprocess.DEVNULL,
+      stderr=subprocess.DEVNULL, env=dict(os.environ, PYTHONPATH=ROOT))
+  try:
+    client = engines.connect(cluster.scheduler_address)
+    try:
+      client.wait_for_workers(2, timeout=60)
+    finally:
+      client.close()
+    shards = beam_runner.write_client_data(
+        tmp_path / 'shards', {'a': np.zeros([3], np.int32)})
+    ours = importlib.metadata.version('fedcanon').replace('.', r'\.')
+    with pytest.raises(beam_runner.EngineError,
+                       match=r'Dask worker tcp://127\.0\.0\.1:\d+ runs '
+                       rf'fedcanon 0\.0\.1, this driver {ours}'):
+      beam_runner.run(cf.compile(sum_process()), shards.directory, 1, 1,
+                      tmp_path / 'run',
+                      pipeline_options=_on(cluster.scheduler_address))
+    assert not (tmp_path / 'run').exists()
+  finally:
+    worker.terminate()
+    worker.wait(30)
+    cluster.close()
