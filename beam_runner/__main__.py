@@ -69,8 +69,9 @@ def _parser():
   return parser
 
 
-def beam_options(flags):
-  """`PipelineOptions` from the flags left over; UsageError on unknown ones."""
+def beam_options(flags, program='beam_runner'):
+  """`PipelineOptions` from the flags left over; UsageError on unknown ones
+  (`program`: who else did not know them)."""
   from beam_runner import engines  # pylint: disable=g-import-not-at-top  # Registers --dask_*.
   options = engines.pipeline_options_of(list(flags))
   unknown = set(options.get_all_options(retain_unknown_options=True)) - set(
@@ -79,7 +80,7 @@ def beam_options(flags):
   if unknown or stray:
     names = sorted('--' + n for n in unknown) + stray
     raise UsageError(f'unknown flag(s) {", ".join(names)}: neither '
-                     'beam_runner nor Beam\'s PipelineOptions knows them.')
+                     f'{program} nor Beam\'s PipelineOptions knows them.')
   return options
 
 

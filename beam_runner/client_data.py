@@ -125,6 +125,11 @@ class TFRecordClientData:
       raise ClientDataError(f'{spec_path!r} does not describe an element '
                             f'type: {type(e).__name__}: {e}') from None
 
+  @property
+  def remote(self):
+    """Whether reads wait on a network (worth running several at once)."""
+    return not storage.is_local(self.directory)
+
   def client_ids(self):
     names = storage.list_names(storage.join(self.directory, CLIENTS_DIR))
     if not names:

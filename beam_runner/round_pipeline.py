@@ -3,9 +3,11 @@
     Create(batches of round a's client ids)
       -> Work: each element runs its clients' work and accumulates their U
          into one partial accumulator (zero, then accumulate per client)
-      -> Aggregate: a CombineFn merging the partials; report
-      -> Update: <S, R> -> <S', X>; writes S' and the round's outcome; if the
-         plan has a next round, prepares its C and emits its batches
+      -> Aggregate: a CombineFn merging the partials (skipped when the round
+         is one element: there is nothing to merge)
+      -> Update: report, then <S, R> -> <S', X>; writes S' and the round's
+         outcome; if the plan has a next round, prepares its C and emits its
+         batches
       -> [Reshuffle] -> Work of round a+1 -> ...
 
 No side inputs and no multi-output ParDos: runners do not implement those
@@ -22,7 +24,10 @@ run (too few clients, an error) records why and ends the chain there; the
 driver commits the rounds before it.
 """
 
+import collections
+import concurrent.futures
 import dataclasses
+import itertools
 import json
 import os
 import socket
@@ -46,6 +51,8 @@ WORK_FAILED = 'work failed'
 
 # Clients named with their error in a round's outcome (the rest are counted).
 MAX_DROPPED_NAMED = 10
+# Reads of remote client data and states an element keeps in flight.
+REMOTE_READS = 8
 
 
 @dataclasses.dataclass
@@ -164,10 +171,15 @@ class WorkFn(_FormFn, beam.DoFn):
     form = self.form()
     c = self._load_broadcast()  # Not one client's: fails the round.
     accumulator, stats = None, empty_stats()
-    for task in tasks:
+    remote = getattr(self._data, 'remote', False) or not storage.is_local(
+        self._attempt.directory)
+    inputs = _in_order(self._inputs, tasks, REMOTE_READS if remote else 0)
+    for task, (read, seconds) in zip(tasks, inputs):
       start = time.perf_counter()
       try:
-        update = self._work(task, c)
+        if isinstance(read, ClientDropped):
+          raise read
+        update, bits = self._work(task, read, c)
       except ClientDropped as e:
         stats['dropped'].append([task.client_id, e.reason, str(e)])
         continue
@@ -175,22 +187,33 @@ class WorkFn(_FormFn, beam.DoFn):
         accumulator = form.zero()
       accumulator = form.accumulate(accumulator, update)
       stats['ok'] += 1
-      stats['bits'] += tensor_io.bits(tensor_io.flatten(update))
-      stats['seconds'] += time.perf_counter() - start
+      stats['bits'] += bits
+      stats['seconds'] += seconds + time.perf_counter() - start
     if stats['ok']:
       stats['workers'][worker_id()] = stats['ok']
     yield [None if accumulator is None else tensor_io.flatten(accumulator),
            stats]
 
-  def _work(self, task, c):
-    """The client's U (its new state written); raises ClientDropped."""
+  def _inputs(self, task):
+    """The client's D (with its state, for a form with client state), or
+    the ClientDropped that reading it raised; and the seconds it took."""
+    start = time.perf_counter()
     form = self.form()
     try:
-      data = self._data.read(task.client_id, form.client_data_spec)
-    except Exception as e:  # pylint: disable=broad-except
-      raise ClientDropped(UNREADABLE, _message(e)) from e
-    if form.has_client_state:
-      data = (data, self._client_state(task))
+      try:
+        data = self._data.read(task.client_id, form.client_data_spec)
+      except Exception as e:  # pylint: disable=broad-except
+        raise ClientDropped(UNREADABLE, _message(e)) from e
+      if form.has_client_state:
+        data = (data, self._client_state(task))
+    except ClientDropped as e:
+      data = e
+    return data, time.perf_counter() - start
+
+  def _work(self, task, data, c):
+    """The client's U and its bits (its new state written); raises
+    ClientDropped."""
+    form = self.form()
     try:
       update, new_client_state = form.work(data, c)
     except (tf.errors.DataLossError, tf.errors.NotFoundError,
@@ -198,7 +221,8 @@ class WorkFn(_FormFn, beam.DoFn):
       raise ClientDropped(UNREADABLE, _message(e)) from e
     except Exception as e:  # pylint: disable=broad-except
       raise ClientDropped(WORK_FAILED, _message(e)) from e
-    if not all_finite(tensor_io.flatten(update)):
+    arrays = tensor_io.flatten(update)
+    if not all_finite(arrays):
       raise ClientDropped(NON_FINITE_UPDATE, 'its update holds NaN or Inf')
     if form.has_client_state:
       if not all_finite(tensor_io.flatten(new_client_state)):
@@ -206,7 +230,7 @@ class WorkFn(_FormFn, beam.DoFn):
                             'its new client state holds NaN or Inf')
       tensor_io.write_tensors(
           self._attempt.client_state_path(task.client_id), new_client_state)
-    return update
+    return update, tensor_io.bits(arrays)
 
   def _client_state(self, task):
     form = self.form()
@@ -225,6 +249,24 @@ class WorkFn(_FormFn, beam.DoFn):
       raise ClientDropped(UNREADABLE_STATE, _message(e)) from e
 
 
+def _in_order(function, items, threads):
+  """`function(item)` for each item, in order; with `threads`, up to that
+  many run ahead in a thread pool (remote reads wait on the network)."""
+  if not threads:
+    yield from map(function, items)
+    return
+  with concurrent.futures.ThreadPoolExecutor(threads) as pool:
+    pending = collections.deque()
+    items = iter(items)
+    for item in itertools.islice(items, threads):
+      pending.append(pool.submit(function, item))
+    while pending:
+      result = pending.popleft().result()
+      for item in itertools.islice(items, 1):
+        pending.append(pool.submit(function, item))
+      yield result
+
+
 def all_finite(arrays):
   """Whether every float or complex value in `arrays` is finite."""
   return all(np.all(np.isfinite(a)) for a in arrays
@@ -238,7 +280,7 @@ def _message(error):
 
 
 class AggregateFn(_FormFn, beam.CombineFn):
-  """Merges partial aggregates (the form's merge); outputs report R and counts."""
+  """Merges partial aggregates (the form's merge) into one."""
 
   def __init__(self, source, storage_options):
     self._source = source
@@ -268,10 +310,7 @@ class AggregateFn(_FormFn, beam.CombineFn):
     return [arrays, stats]
 
   def extract_output(self, accumulator):
-    arrays, stats = accumulator
-    report = None if arrays is None else tensor_io.flatten(
-        self.form().report(self._accumulator(arrays)))
-    return [report, stats]
+    return accumulator
 
   def get_accumulator_coder(self):
     return PartialCoder()
@@ -291,7 +330,7 @@ class UpdateFn(_FormFn, beam.DoFn):
   def process(self, aggregate):
     started_at = time.time()
     start = time.perf_counter()
-    report, stats = aggregate
+    accumulator, stats = aggregate
     form, attempt = self.form(), self._plan.attempt
     outcome = round_stats(stats, len(self._plan.sampled))
     outcome['update_started_at'] = started_at
@@ -302,9 +341,9 @@ class UpdateFn(_FormFn, beam.DoFn):
             f'fewer than min_clients={self._min_clients}')
       state = tensor_io.read_tensors(self._plan.state_path, form.state_spec,
                                      what='server state')
-      aggregate = tensor_io.pack(form.report.output_spec, report,
-                                 what='aggregate')
-      new_state, metrics = form.update(state, aggregate)
+      report = form.report(tensor_io.pack(form.accumulator_spec, accumulator,
+                                          what='accumulator'))
+      new_state, metrics = form.update(state, report)
       tensor_io.write_tensors(attempt.state_path, new_state)
       outcome['metrics'] = metrics_to_json(metrics)
     except Exception as e:  # pylint: disable=broad-except
@@ -377,14 +416,13 @@ def build(pipeline, engine, source, data_source, plans, min_clients):
     next_plan = plans[i + 1] if i + 1 < len(plans) else None
     if engine.spreads_at_reshuffle:
       elements = elements | f'{name}Spread' >> beam.Reshuffle()
-    elements = (
-        elements
-        | f'{name}Work' >> beam.ParDo(WorkFn(source, data_source,
-                                             plan.attempt, options))
-        | f'{name}Aggregate' >> beam.CombineGlobally(
-            AggregateFn(source, options)).without_defaults()
-        | f'{name}Update' >> beam.ParDo(UpdateFn(
-            source, options, plan, next_plan, min_clients)))
+    elements = elements | f'{name}Work' >> beam.ParDo(
+        WorkFn(source, data_source, plan.attempt, options))
+    if len(plan.batches) > 1:
+      elements = elements | f'{name}Aggregate' >> beam.CombineGlobally(
+          AggregateFn(source, options)).without_defaults()
+    elements = elements | f'{name}Update' >> beam.ParDo(
+        UpdateFn(source, options, plan, next_plan, min_clients))
   return elements
 
 

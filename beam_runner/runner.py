@@ -74,9 +74,10 @@ def run(form_or_path, client_data, rounds, clients_per_round, output_dir,
     clients_per_round: clients sampled (without replacement) per round.
     output_dir: where states, metrics and client states are kept: a local
       directory, or a URL on an object store (s3://, gs://).
-    pipeline_options: Beam `PipelineOptions` (or flags, or a dict). Without a
-      runner, rounds run on the in-process `FnApiRunner`; `DaskRunner` runs
-      them on a Dask cluster (see `engines`). Filesystem options (S3 endpoint
+    pipeline_options: Beam `PipelineOptions` (or flags, or a dict), or an
+      engine already open (`engines.open_engine`). Without a runner, rounds
+      run on the in-process `FnApiRunner`; `DaskRunner` runs them on a Dask
+      cluster (see `engines`). Filesystem options (S3 endpoint
       and credentials) reach every worker; without any, the ones this process
       has (`canonical.storage.configure`) do.
     seed: the sampling seed.
@@ -116,7 +117,7 @@ def run(form_or_path, client_data, rounds, clients_per_round, output_dir,
   data = client_data_lib.source_of(client_data)
   if progress is None:
     progress = lambda line: print(line, file=sys.stderr, flush=True)
-  with engines.open_engine(options) as engine:
+  with engines.open_engine(pipeline_options) as engine:
     in_process = isinstance(engine, engines.InProcessEngine)
     if not in_process and isinstance(data,
                                      client_data_lib.InMemoryClientData):

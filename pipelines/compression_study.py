@@ -10,6 +10,8 @@ Writes each run under OUTPUT_DIR/<setting>/, one PNG of every setting's test
 accuracy against cumulative bits, a markdown table (also into BENCHMARKS.md
 between markers, unless --no-benchmarks-md), and with --json the rows.
 Reruns resume: settings and rounds already committed are not run again.
+Outputs go through `canonical.storage`: OUTPUT_DIR may be s3://bucket/study
+(with Beam's --s3_* flags), like the main job's.
 """
 
 import argparse
@@ -18,6 +20,7 @@ import json
 import os
 import sys
 
+from beam_runner import engines
 from canonical import storage
 from pipelines import fedavg
 from pipelines import reporting
@@ -66,7 +69,7 @@ def run_study(base, settings=SETTINGS, pipeline_options=None, print_fn=print):
         base, broadcast_encoder=setting.broadcast_encoder,
         aggregation_encoder=setting.aggregation_encoder,
         threshold=setting.threshold, error_feedback=setting.error_feedback,
-        output_dir=os.path.join(base.output_dir, setting.name),
+        output_dir=storage.join(base.output_dir, setting.name),
         data_dir=base.data_dir)
     print_fn(f'== {setting.name}: {setting.description}')
     results[setting.name] = fedavg.run_experiment(config, pipeline_options,
@@ -160,10 +163,10 @@ def markers(key):
 def update_benchmarks_md(path, section, key):
   """Puts `section` between the study's markers for `key` in `path` (appended
   the first time), atomically."""
-  text = ''
-  if os.path.exists(path):
-    with open(path) as f:
-      text = f.read()
+  try:
+    text = storage.read_bytes(path).decode()
+  except storage.NotFound:
+    text = ''
   start, end = markers(key)
   block = f'{start}\n{section.strip()}\n{end}'
   if start in text and end in text:
@@ -212,7 +215,8 @@ def build_parser():
       description=__doc__.split('\n\n')[0],
       epilog='Settings: ' + '; '.join(f'{s.name} ({s.description})'
                                       for s in SETTINGS) +
-      '. Unknown flags go to Beam as pipeline options.')
+      '. Other flags are Beam pipeline options (--runner, --s3_*, ...); a '
+      'flag neither this program nor Beam knows is an error.')
   parser.add_argument('--dataset', default='fashion_mnist')
   parser.add_argument('--partition', default='iid',
                       choices=('iid', 'dirichlet', 'shards'))
@@ -231,7 +235,8 @@ def build_parser():
                       help='comma-separated setting names (default: all)')
   parser.add_argument('--quick', action='store_true',
                       help='digits, 20 clients, 5 rounds: a smoke run')
-  parser.add_argument('--output-dir', default='compression_study_output')
+  parser.add_argument('--output-dir', default='compression_study_output',
+                      help='a local directory or a URL (s3://bucket/path)')
   parser.add_argument('--plot', default=None,
                       help='the PNG to write (default: '
                       'OUTPUT_DIR/compression_study.png)')
@@ -255,7 +260,10 @@ def main(argv=None):
   if args.quick:
     args.dataset, args.num_clients, args.rounds = 'digits', 20, 5
     args.eval_every = 1
+  from beam_runner import __main__ as beam_cli  # pylint: disable=g-import-not-at-top
   try:
+    options = beam_cli.beam_options(beam_flags, 'pipelines.compression_study')
+    storage.configure(options)
     base = fedavg.Config(
         dataset=args.dataset, partition=args.partition, alpha=args.alpha,
         num_clients=args.num_clients, rounds=args.rounds,
@@ -263,16 +271,17 @@ def main(argv=None):
         batch_size=args.batch_size, client_lr=args.client_lr,
         eval_every=args.eval_every, seed=args.seed,
         output_dir=args.output_dir,
-        data_dir=os.path.join(args.output_dir, fedavg.DATA_DIR))
+        data_dir=storage.join(args.output_dir, fedavg.DATA_DIR))
     settings = [BY_NAME[n] for n in names]
-    rows = run_study(base, settings, beam_flags,
+    rows = run_study(base, settings, options,
                      print_fn=lambda line: print(line, flush=True))
-  except (fedavg.ConfigError, ValueError) as e:
+  except (beam_cli.UsageError, fedavg.ConfigError, ValueError,
+          storage.StorageError, engines.EngineError) as e:
     print(f'error: {e}', file=sys.stderr)
     return 2
   plot_path = reporting.plot_accuracy_vs_bits(
       {r['setting']: r['curve'] for r in rows},
-      args.plot or os.path.join(args.output_dir, 'compression_study.png'),
+      args.plot or storage.join(args.output_dir, 'compression_study.png'),
       f'compression study: {base.dataset}, {base.rounds} rounds')
   table = markdown_table(rows)
   print(table)

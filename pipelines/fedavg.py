@@ -5,27 +5,36 @@
         --broadcast-encoder uniform:8 --aggregation-encoder uniform:8
     python -m pipelines.fedavg ... --runner=DirectRunner --direct_num_workers=2 \\
         --direct_running_mode=multi_processing       # Beam flags pass through
+    python -m pipelines.fedavg ... --output-dir s3://bucket/run1 \\
+        --s3_endpoint_url http://HOST:9000 \\
+        --runner DaskRunner --dask_client_address tcp://HOST:8786
 
 Steps: partition the dataset into per-client TFRecord shards (a Beam pipeline,
 reused when it exists), build the federated averaging process with the chosen
-encoders, compile it to a canonical form and save it, run its rounds on Beam
-(one batch pipeline per round), evaluating the server model on the test set
-after each round. Prints the compression tutorial's line per round; writes
-TensorBoard logs, `summary.json` and a PNG of test accuracy against bits.
+encoders, compile it to a canonical form and save it, run its rounds on Beam,
+evaluating the server model on the test set after each round. Prints the
+compression tutorial's line per round; writes TensorBoard logs,
+`summary.json` and a PNG of test accuracy against bits.
 A rerun with the same flags and output directory resumes where it stopped.
+
+Every file goes through `canonical.storage`, so the output and data
+directories may be local or on an object store (s3://, gs://): workers of a
+distributed engine then need no shared disk. A storage or engine that cannot
+be reached, and a flag neither this program nor Beam knows, are one `error:`
+line and exit status 2 before any round runs.
 """
 
 import argparse
 import dataclasses
 import functools
 import json
-import os
 import sys
 
 import tensorflow as tf
 
 import beam_runner
 import canonical
+from beam_runner import engines
 from beam_runner import run_dir as run_dir_lib
 from canonical import storage
 from canonical import fedavg
@@ -81,7 +90,7 @@ class Config:
   error_feedback: bool = False
   eval_every: int = 1
   seed: int = 0
-  output_dir: str = 'fedavg_output'
+  output_dir: str = 'fedavg_output'  # Local, or a URL (s3://bucket/run).
   data_dir: str = None  # None: OUTPUT_DIR/data.
 
   def __post_init__(self):
@@ -90,7 +99,7 @@ class Config:
       if getattr(self, name) is None:
         setattr(self, name, value)
     if self.data_dir is None:
-      self.data_dir = os.path.join(self.output_dir, DATA_DIR)
+      self.data_dir = storage.join(self.output_dir, DATA_DIR)
     for name in ('rounds', 'clients_per_round', 'epochs', 'batch_size',
                  'num_clients', 'eval_every', 'shards_per_client'):
       if getattr(self, name) < 1:
@@ -208,7 +217,7 @@ def make_evaluator(model, test_x, test_y, batch_size=500):
 def _check_output_dir(config):
   """Refuses an output directory made by a different experiment; then claims it."""
   differing = run_dir_lib.record_or_compare(
-      os.path.join(config.output_dir, CONFIG_FILE), config.run_description())
+      storage.join(config.output_dir, CONFIG_FILE), config.run_description())
   if differing:
     raise ConfigError(
         f'{config.output_dir!r} holds a run of another experiment (it '
@@ -217,33 +226,77 @@ def _check_output_dir(config):
 
 
 def run_experiment(config, pipeline_options=None, print_fn=print,
-                   runner_progress=None):
-  """Prepares data, builds, compiles, saves and runs one experiment; a `Result`."""
+                   runner_progress=None, rounds_per_pipeline=None,
+                   clients_per_element=None):
+  """Prepares data, builds, compiles, saves and runs one experiment; a `Result`.
+
+  `pipeline_options` (flags, dict, `PipelineOptions` or an open engine)
+  choose the engine and the filesystem settings (S3 endpoint, credentials);
+  without them rounds run in-process and storage stays as configured. One
+  engine serves the data preparation and the rounds (one local Dask
+  cluster, not two). `rounds_per_pipeline` and `clients_per_element` go to
+  `beam_runner.run` (they change speed, not results).
+  """
+  options = engines.pipeline_options_of(pipeline_options)
+  if storage.options_of(options):
+    storage.configure(options)
+  output_dir = storage.absolute(config.output_dir)
+  storage.check_writable(output_dir, 'output directory')
   _check_output_dir(config)
-  prepared = prepare_data.prepare(
-      config.dataset, config.data_dir, config.num_clients,
-      scheme=config.partition, alpha=config.alpha,
-      shards_per_client=config.shards_per_client,
-      batch_size=config.batch_size, seed=config.seed,
-      pipeline_options=pipeline_options)
+  with engines.open_engine(options) as engine:
+    prepared = prepare_data.prepare(
+        config.dataset, storage.absolute(config.data_dir), config.num_clients,
+        scheme=config.partition, alpha=config.alpha,
+        shards_per_client=config.shards_per_client,
+        batch_size=config.batch_size, seed=config.seed,
+        pipeline_options=engine)
+    model_name, model, form, form_path = _compile(config, prepared,
+                                                  output_dir, print_fn)
+    run_dir = storage.join(output_dir, RUN_DIR)
+    curve = _run_rounds(
+        config, engine, prepared, model, form_path, run_dir, print_fn,
+        runner_progress or (lambda line: None),
+        dict(rounds_per_pipeline=rounds_per_pipeline,
+             clients_per_element=clients_per_element))
+  manifest = prepared.manifest
+  plot_path = reporting.plot_accuracy_vs_bits(
+      {_label(config): curve}, storage.join(output_dir, PLOT_FILE),
+      f'federated averaging on {manifest["dataset"]} ({model_name})')
+  summary_path = storage.join(output_dir, SUMMARY_FILE)
+  storage.write_bytes(summary_path, json.dumps({
+      'config': dataclasses.asdict(config),
+      'model': model_name,
+      'form_broadcast_bits_per_client': form.broadcast_bits,
+      'form_aggregated_bits_per_client': form.aggregated_bits,
+      'curve': curve}, indent=1).encode())
+  return Result(config, model_name, curve, form, form_path, run_dir,
+                plot_path, summary_path)
+
+
+def _compile(config, prepared, output_dir, print_fn):
+  """The model, and the saved form of its federated averaging process."""
   manifest = prepared.manifest
   model_name, model = model_for(config, manifest['image_shape'],
                                 manifest['num_classes'])
-  test_x, test_y = prepared.test_set()
   print_fn(f'fedavg: {manifest["dataset"]}, {config.partition} partition over '
-           f'{config.num_clients} clients, {len(test_y)} test examples; model '
+           f'{config.num_clients} clients, '
+           f'{manifest["num_test_examples"]} test examples; model '
            f'{model_name} ({_parameters(model):,} parameters); broadcast '
            f'{config.broadcast_encoder}, aggregation {config.aggregation_encoder}'
            f'{" with error feedback" if config.error_feedback else ""} '
            f'(tensors of {config.threshold:,}+ elements)')
   form = canonical.compile(build_process(config, model))
-  form_path = canonical.save(form, os.path.join(config.output_dir, FORM_FILE))
+  form_path = canonical.save(form, storage.join(output_dir, FORM_FILE))
   print_fn(f'form: {form_path}; per client: broadcast '
            f'{reporting.human_bits(form.broadcast_bits)}, aggregated '
            f'{reporting.human_bits(form.aggregated_bits)}')
+  return model_name, model, form, form_path
 
-  evaluator = make_evaluator(model, test_x, test_y)
-  run_dir = os.path.join(config.output_dir, RUN_DIR)
+
+def _run_rounds(config, engine, prepared, model, form_path, run_dir,
+                print_fn, runner_progress, runner_options):
+  """Runs (or resumes) the rounds, evaluating on the test set; the curve."""
+  evaluator = make_evaluator(model, *prepared.test_set())
   curve = _committed_curve(run_dir)
   if curve:
     print_fn(f'resuming after round {curve[-1]["round"]} (committed in '
@@ -263,21 +316,10 @@ def run_experiment(config, pipeline_options=None, print_fn=print,
 
   beam_runner.run(
       form_path, prepared.client_data, config.rounds, config.clients_per_round,
-      run_dir, pipeline_options=pipeline_options, seed=config.seed,
-      progress=runner_progress or (lambda line: None), evaluate=evaluate,
-      on_round=on_round)
-  plot_path = reporting.plot_accuracy_vs_bits(
-      {_label(config): curve}, os.path.join(config.output_dir, PLOT_FILE),
-      f'federated averaging on {manifest["dataset"]} ({model_name})')
-  summary_path = os.path.join(config.output_dir, SUMMARY_FILE)
-  storage.write_bytes(summary_path, json.dumps({
-      'config': dataclasses.asdict(config),
-      'model': model_name,
-      'form_broadcast_bits_per_client': form.broadcast_bits,
-      'form_aggregated_bits_per_client': form.aggregated_bits,
-      'curve': curve}, indent=1).encode())
-  return Result(config, model_name, curve, form, form_path, run_dir,
-                plot_path, summary_path)
+      run_dir, pipeline_options=engine, seed=config.seed,
+      progress=runner_progress, evaluate=evaluate, on_round=on_round,
+      **runner_options)
+  return curve
 
 
 def _curve(outcomes):
@@ -310,9 +352,11 @@ def _label(config):
 def build_parser(prog='python -m pipelines.fedavg'):
   parser = argparse.ArgumentParser(
       prog=prog, description=__doc__.split('\n\n')[0],
-      epilog='Unknown flags go to Beam as pipeline options (e.g. '
-      '--runner=DirectRunner --direct_num_workers=2 '
-      '--direct_running_mode=multi_processing). Encoders: ' +
+      epilog='Other flags are Beam pipeline options (e.g. --runner '
+      'DaskRunner --dask_client_address tcp://HOST:8786, '
+      '--runner=DirectRunner --direct_num_workers=2, and --s3_endpoint_url '
+      'etc. for s3:// directories); a flag neither this program nor Beam '
+      'knows is an error. Encoders: ' +
       ', '.join(encoder_choice.names()) + '.')
   defaults = Config(output_dir='fedavg_output')
   data = parser.add_argument_group('data')
@@ -331,8 +375,9 @@ def build_parser(prog='python -m pipelines.fedavg'):
                     help='clients to partition into (default: 20 for digits, '
                     '100 otherwise)')
   data.add_argument('--data-dir', default=None,
-                    help='where the client shards live (default: '
-                    'OUTPUT_DIR/data); shared by runs with the same data flags')
+                    help='where the client shards live, local or a URL '
+                    '(default: OUTPUT_DIR/data); shared by runs with the same '
+                    'data flags')
   train = parser.add_argument_group('training')
   train.add_argument('--model', default='auto',
                      choices=('auto',) + tuple(MODELS))
@@ -368,7 +413,16 @@ def build_parser(prog='python -m pipelines.fedavg'):
   compress.add_argument('--error-feedback', action='store_true',
                         help='each client keeps what its aggregation encoder '
                         'dropped and adds it to its next update')
-  parser.add_argument('--output-dir', default=defaults.output_dir)
+  engine = parser.add_argument_group(
+      'engine (speed only: results are the same)')
+  engine.add_argument('--rounds-per-pipeline', type=int, default=None,
+                      help='rounds chained in one Beam pipeline (default: '
+                      'decided by measurement)')
+  engine.add_argument('--clients-per-element', type=int, default=None,
+                      help='clients one pipeline element runs (default: '
+                      'enough elements to keep every worker busy)')
+  parser.add_argument('--output-dir', default=defaults.output_dir,
+                      help='a local directory or a URL (s3://bucket/path)')
   parser.add_argument('--verbose', action='store_true',
                       help="also print the Beam runner's per-round details "
                       '(clients dropped, seconds per stage) to stderr')
@@ -383,22 +437,28 @@ def config_from_args(args):
 def main(argv=None):
   parser = build_parser()
   args, beam_flags = parser.parse_known_args(argv)
+  from beam_runner import __main__ as beam_cli  # pylint: disable=g-import-not-at-top
   try:
+    options = beam_cli.beam_options(beam_flags, 'pipelines.fedavg')
+    storage.configure(options)
     config = config_from_args(args)
     progress = (lambda line: print(line, file=sys.stderr, flush=True)) \
         if args.verbose else None
-    result = run_experiment(config, beam_flags,
+    result = run_experiment(config, options,
                             print_fn=functools.partial(print, flush=True),
-                            runner_progress=progress)
-  except (ConfigError, datasets.DatasetError, beam_runner.RoundError,
-          beam_runner.RunDirError, ValueError) as e:
+                            runner_progress=progress,
+                            rounds_per_pipeline=args.rounds_per_pipeline,
+                            clients_per_element=args.clients_per_element)
+  except (beam_cli.UsageError, ConfigError, datasets.DatasetError,
+          beam_runner.RoundError, beam_runner.RunDirError,
+          beam_runner.EngineError, storage.StorageError, ValueError) as e:
     print(f'error: {e}', file=sys.stderr)
     return 2
   accuracy = result.final_test_accuracy
   accuracy_text = 'not evaluated' if accuracy is None else f'{accuracy:.4f}'
   print(f'done: {len(result.curve)} rounds, final test accuracy '
         f'{accuracy_text}; plot {result.plot_path}; TensorBoard: tensorboard '
-        f'--logdir {os.path.join(result.run_dir, "tensorboard")}')
+        f'--logdir {storage.join(result.run_dir, "tensorboard")}')
   return 0
 
 

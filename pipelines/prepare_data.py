@@ -4,18 +4,30 @@ client, read back by `beam_runner.TFRecordClientData`.
 The driver loads the dataset and partitions it; a Beam pipeline writes the
 clients' files in parallel. The arrays reach the workers as one staging .npz
 file they load once per process, never through the pipeline graph (which
-Beam pickles). Everything is built in `<output_dir>.partial-<uuid>` and
-renamed into place at the end, so `output_dir` is either complete or absent.
+Beam pickles). Every output goes through `canonical.storage`, so the output
+directory may be local or on an object store (s3://, gs://).
+
+Object stores cannot rename a directory into place, so the commit is one
+file: everything is written into the output directory itself and
+`manifest.json` comes last, create-only. A directory is prepared data iff it
+has a manifest. One without a manifest that holds only what an interrupted
+prepare leaves behind is written over; anything else there is refused, so
+user data is never overwritten. Client files are deterministic, so two
+prepares racing with the same parameters write the same bytes, and the one
+that loses the manifest returns the winner's data.
 
   python -m pipelines.prepare_data --dataset digits --num-clients 50 \
       --partition dirichlet --alpha 0.3 --output-dir /tmp/digits50 [beam flags]
+  python -m pipelines.prepare_data ... --output-dir s3://bucket/digits50 \
+      --s3_endpoint_url http://127.0.0.1:9000 --runner DaskRunner
 """
 
 import argparse
+import io
 import json
 import logging
 import os
-import shutil
+import re
 import sys
 import uuid
 from typing import NamedTuple
@@ -26,6 +38,8 @@ import tensorflow as tf
 
 from beam_runner import client_data as client_data_lib
 from beam_runner import engines
+from beam_runner import tfrecords
+from canonical import storage
 from pipelines import datasets
 from pipelines import partition as partition_lib
 
@@ -38,6 +52,15 @@ _STAGING_DIR = '_staging'
 # prepared with the same ones is reused as it is.
 PARAMETERS = ('dataset', 'scheme', 'alpha', 'shards_per_client', 'num_clients',
               'batch_size', 'seed')
+
+# What an interrupted prepare can leave in its output directory (no
+# manifest): its files, and the local storage's temporary files of them.
+_LEFTOVER_NAMES = (client_data_lib.CLIENTS_DIR, client_data_lib.SPEC_FILE,
+                   _STAGING_DIR, TEST_FILE)
+_LEFTOVER_TEMPS = re.compile(r'\.(%s)\..+\.tmp' % '|'.join(
+    re.escape(n) for n in (client_data_lib.SPEC_FILE, TEST_FILE,
+                           MANIFEST_FILE)))
+_LEFTOVER_CLIENT = re.compile(r'\.?client_\d+\.tfrecord(\..+\.tmp)?')
 
 _log = logging.getLogger(__name__)
 
@@ -54,7 +77,8 @@ class PreparedData(NamedTuple):
 
   def test_set(self):
     """(test_x, test_y): the dataset's test split, for central evaluation."""
-    with np.load(os.path.join(self.directory, TEST_FILE)) as f:
+    data = storage.read_bytes(storage.join(self.directory, TEST_FILE))
+    with np.load(io.BytesIO(data)) as f:
       return f['test_x'], f['test_y']
 
 
@@ -74,18 +98,21 @@ def element_spec(image_shape):
 class WriteClient(beam.DoFn):
   """Writes one client's shuffled, batched examples to its TFRecord file.
 
-  Holds only paths and numbers (it is pickled into the pipeline); the arrays
-  are loaded once per worker process in `setup`.
+  Holds only paths, numbers and the storage options (it is pickled into the
+  pipeline); the arrays are loaded once per worker process in `setup`.
   """
 
-  def __init__(self, arrays_path, directory, batch_size, seed):
+  def __init__(self, arrays_path, directory, batch_size, seed,
+               storage_options):
     self._arrays_path = arrays_path
     self._directory = directory
     self._batch_size = batch_size
     self._seed = seed
+    self._storage_options = storage_options
 
   def setup(self):
-    with np.load(self._arrays_path) as arrays:
+    storage.configure(self._storage_options)  # A worker may be anywhere.
+    with np.load(io.BytesIO(storage.read_bytes(self._arrays_path))) as arrays:
       self._x, self._y = arrays['x'], arrays['y']
       self._order, self._offsets = arrays['order'], arrays['offsets']
     self._target = client_data_lib.TFRecordClientData(self._directory)
@@ -99,93 +126,174 @@ class WriteClient(beam.DoFn):
     yield client_id, len(members)
 
   def _write(self, path, members):
-    with tf.io.TFRecordWriter(path + '.partial') as writer:
-      for start in range(0, len(members), self._batch_size):
-        batch = members[start:start + self._batch_size]
-        element = (self._x[batch], self._y[batch])
-        # deterministic: else the feature map's order follows the process's
-        # string hash seed, and reruns would differ byte for byte.
-        writer.write(client_data_lib.example_of(element).SerializeToString(
-            deterministic=True))
-    os.replace(path + '.partial', path)  # Whole or not at all.
+    records = []
+    for start in range(0, len(members), self._batch_size):
+      batch = members[start:start + self._batch_size]
+      element = (self._x[batch], self._y[batch])
+      # deterministic: else the feature map's order follows the process's
+      # string hash seed, and reruns would differ byte for byte.
+      records.append(client_data_lib.example_of(element).SerializeToString(
+          deterministic=True))
+    storage.write_bytes(path, tfrecords.file_bytes(records))  # Whole or none.
 
 
-def _save_json(value, path):
-  with open(path, 'w') as f:
-    json.dump(value, f)
+def _record(written, path, storage_options):
+  """The pipeline's last step: what it wrote, for the driver to check."""
+  storage.configure(storage_options)
+  storage.write_bytes(path, json.dumps(written).encode())
+
+
+def _npz_bytes(**arrays):
+  buffer = io.BytesIO()
+  np.savez(buffer, **arrays)
+  return buffer.getvalue()
 
 
 def prepare(dataset, output_dir, num_clients, scheme='iid', alpha=0.5,
             shards_per_client=2, batch_size=20, seed=0, pipeline_options=None):
   """Partitions `dataset` (a name or path for `datasets.load`, or a
-  `datasets.Dataset`) into `num_clients` clients written to `output_dir`.
+  `datasets.Dataset`) into `num_clients` clients written to `output_dir`
+  (a local path or a URL such as s3://bucket/data).
 
   An `output_dir` already prepared with the same parameters is returned as it
-  is; one prepared differently raises `PreparedDataError` (a ValueError):
-  user data is never overwritten. `pipeline_options` (flags, dict or
-  `PipelineOptions`) choose the Beam runner; by default the in-process
-  FnApiRunner. Workers must share the driver's filesystem.
+  is; one prepared differently, or holding files a prepare does not write,
+  raises `PreparedDataError` (a ValueError): user data is never overwritten.
+  `pipeline_options` (flags, dict, `PipelineOptions` or an open engine)
+  choose the Beam runner (by default the in-process FnApiRunner) and the
+  filesystem settings (S3 endpoint and credentials; without any, storage
+  stays as configured).
+  A storage that cannot be written raises `storage.StorageError`, an engine
+  that cannot be reached `engines.EngineError`, both before anything is
+  written.
   """
-  output_dir = os.path.abspath(os.fspath(output_dir))
+  if storage.options_of(engines.pipeline_options_of(pipeline_options)):
+    storage.configure(engines.pipeline_options_of(pipeline_options))
+  output_dir = storage.absolute(output_dir)
   params = _parameters(dataset, num_clients, scheme, alpha, shards_per_client,
                        batch_size, seed)
+  if not storage.is_local(output_dir):
+    # One request names a missing bucket, bad credentials or an
+    # unreachable endpoint, before anything else.
+    storage.check_writable(output_dir, 'output directory')
   existing = _existing(output_dir, params)
   if existing is not None:
     return existing
+  if storage.is_local(output_dir):  # After reuse: read-only data is fine.
+    storage.check_writable(output_dir, 'output directory')
   data = dataset if isinstance(dataset, datasets.Dataset) \
       else datasets.load(dataset, seed)
   parts = partition_lib.partition(data.train_y, num_clients, scheme, seed,
                                   alpha=alpha,
                                   shards_per_client=shards_per_client)
+  with engines.open_engine(pipeline_options) as engine:
+    try:
+      written = _write_files(engine, data, parts, output_dir, batch_size,
+                             seed)
+    except Exception:  # pylint: disable=broad-except
+      # A concurrent prepare may have committed and deleted our staging
+      # files: then its data is the answer.
+      existing = _committed_meanwhile(output_dir, params)
+      if existing is None:
+        raise
+      return existing
   ids = client_ids(num_clients)
-  image_shape = list(data.train_x.shape[1:])
+  expected = {cid: len(p) for cid, p in zip(ids, parts)}
+  if written != expected:
+    raise RuntimeError(f'The pipeline wrote clients {written}, expected '
+                       f'{expected}.')
+  manifest = dict(params, format=FORMAT,
+                  image_shape=list(data.train_x.shape[1:]),
+                  num_classes=int(data.num_classes),
+                  num_train_examples=int(len(data.train_y)),
+                  num_test_examples=int(len(data.test_y)),
+                  examples_per_client=expected,
+                  label_counts_per_client={
+                      cid: np.bincount(data.train_y[p],
+                                       minlength=data.num_classes).tolist()
+                      for cid, p in zip(ids, parts)})
+  try:  # The commit.
+    storage.create_only(storage.join(output_dir, MANIFEST_FILE),
+                        json.dumps(manifest).encode())
+  except storage.AlreadyExists:  # A concurrent prepare committed first.
+    return _existing(output_dir, params)
+  # Every staging file, those of killed prepares too: committed data needs
+  # none, and a concurrent prepare that still did returns this data.
+  _delete_staging(output_dir)
+  return load_prepared(output_dir)
 
-  work = f'{output_dir}.partial-{uuid.uuid4().hex}'
-  staging = os.path.join(work, _STAGING_DIR)
+
+def _committed_meanwhile(output_dir, params):
+  """The data a concurrent prepare committed, if it did (else None)."""
   try:
-    os.makedirs(os.path.join(work, client_data_lib.CLIENTS_DIR))
-    os.makedirs(staging)
-    with open(os.path.join(work, client_data_lib.SPEC_FILE), 'w') as f:
-      json.dump(client_data_lib.spec_to_json(element_spec(image_shape)), f,
-                indent=1)
-    arrays_path = os.path.join(staging, 'arrays.npz')
-    np.savez(arrays_path, x=data.train_x, y=data.train_y,
-             order=np.concatenate(parts),
-             offsets=np.cumsum([0] + [len(p) for p in parts]))
-    written_path = os.path.join(staging, 'written.json')
-    with engines.open_engine(pipeline_options) as engine:
-      pipeline = engine.pipeline(engine.elements_for(len(ids)))
-      _ = (pipeline
-           | 'ClientIds' >> beam.Create(ids)
-           | 'Spread' >> beam.Reshuffle()
-           | 'WriteClients' >> beam.ParDo(
-               WriteClient(arrays_path, work, batch_size, seed))
-           | 'Collect' >> beam.combiners.ToList().without_defaults()
-           | 'Record' >> beam.Map(_save_json, written_path))
-      engine.run(pipeline)
-    with open(written_path) as f:
-      written = dict(json.load(f))
-    expected = {cid: len(p) for cid, p in zip(ids, parts)}
-    if written != expected:
-      raise RuntimeError(f'The pipeline wrote clients {written}, expected '
-                         f'{expected}.')
-    shutil.rmtree(staging)
-    np.savez(os.path.join(work, TEST_FILE), test_x=data.test_x,
-             test_y=data.test_y)
-    manifest = dict(params, format=FORMAT, image_shape=image_shape,
-                    num_classes=int(data.num_classes),
-                    num_train_examples=int(len(data.train_y)),
-                    num_test_examples=int(len(data.test_y)),
-                    examples_per_client=expected,
-                    label_counts_per_client={
-                        cid: np.bincount(data.train_y[p],
-                                         minlength=data.num_classes).tolist()
-                        for cid, p in zip(ids, parts)})
-    _save_json(manifest, os.path.join(work, MANIFEST_FILE))
-    reused = _commit(work, output_dir, params)
+    if _read_manifest(output_dir) is None:
+      return None
+  except storage.StorageError:
+    return None
+  return _existing(output_dir, params)
+
+
+def _write_files(engine, data, parts, output_dir, batch_size, seed):
+  """Everything but the manifest; returns {client id: examples} as written.
+
+  The staging files are this call's own (a concurrent prepare has others)
+  and are deleted at the end, whatever happens.
+  """
+  ids = client_ids(len(parts))
+  staging_dir = storage.join(output_dir, _STAGING_DIR)
+  stem = uuid.uuid4().hex
+  arrays_path = storage.join(staging_dir, f'{stem}.npz')
+  written_path = storage.join(staging_dir, f'{stem}-written.json')
+  try:
+    storage.write_bytes(arrays_path, _npz_bytes(
+        x=data.train_x, y=data.train_y, order=np.concatenate(parts),
+        offsets=np.cumsum([0] + [len(p) for p in parts])))
+    storage.write_bytes(
+        storage.join(output_dir, client_data_lib.SPEC_FILE),
+        json.dumps(client_data_lib.spec_to_json(element_spec(
+            data.train_x.shape[1:])), indent=1).encode())
+    _delete_other_clients(output_dir, ids)
+    options = storage.worker_options()
+    pipeline = engine.pipeline(engine.elements_for(len(ids)))
+    _ = (pipeline
+         | 'ClientIds' >> beam.Create(ids)
+         | 'Spread' >> beam.Reshuffle()
+         | 'WriteClients' >> beam.ParDo(
+             WriteClient(arrays_path, output_dir, batch_size, seed, options))
+         | 'Collect' >> beam.combiners.ToList().without_defaults()
+         | 'Record' >> beam.Map(_record, written_path, options))
+    engine.run(pipeline)
+    written = dict(json.loads(storage.read_bytes(written_path)))
+    storage.write_bytes(storage.join(output_dir, TEST_FILE),
+                        _npz_bytes(test_x=data.test_x, test_y=data.test_y))
+    return written
   finally:
-    shutil.rmtree(work, ignore_errors=True)
-  return reused or load_prepared(output_dir)
+    _delete_staging(output_dir, [arrays_path, written_path])
+
+
+def _delete_staging(output_dir, paths=None):
+  """Deletes `paths` (default: all) in the staging directory; best effort,
+  so a failure here cannot hide the error that got here."""
+  staging_dir = storage.join(output_dir, _STAGING_DIR)
+  try:
+    if paths is None:
+      storage.delete_tree(staging_dir)
+      return
+    storage.delete(paths)
+  except storage.StorageError as e:
+    _log.warning('Could not delete staging files in %s: %s', staging_dir, e)
+  if storage.is_local(staging_dir):  # Object stores have no directories.
+    try:
+      os.rmdir(staging_dir)  # Only if empty: others' staging files stay.
+    except OSError:
+      pass
+
+
+def _delete_other_clients(output_dir, ids):
+  """Deletes client files an interrupted prepare with more clients left."""
+  directory = storage.join(output_dir, client_data_lib.CLIENTS_DIR)
+  wanted = {client_data_lib.file_name(i) + '.tfrecord' for i in ids}
+  storage.delete([storage.join(directory, n)
+                  for n in storage.list_names(directory) if n not in wanted])
 
 
 def _parameters(dataset, num_clients, scheme, alpha, shards_per_client,
@@ -215,10 +323,11 @@ def _parameters(dataset, num_clients, scheme, alpha, shards_per_client,
 
 
 def _existing(output_dir, params):
-  """The prepared data already at `output_dir` if it has these parameters;
-  None if there is nothing there; else PreparedDataError."""
-  if not os.path.exists(output_dir) or (
-      os.path.isdir(output_dir) and not os.listdir(output_dir)):
+  """The prepared data at `output_dir` if it has these parameters; None if
+  there is none (nothing there, or an interrupted prepare's leftovers to
+  write over); else PreparedDataError."""
+  if _read_manifest(output_dir) is None:
+    _check_only_leftovers(output_dir)
     return None
   prepared = load_prepared(output_dir)
   differ = [f'{k} (there: {prepared.manifest.get(k)!r}, asked: {params[k]!r})'
@@ -226,37 +335,47 @@ def _existing(output_dir, params):
   if differ:
     raise PreparedDataError(
         f'{output_dir!r} holds data prepared with other parameters: '
-        f'{"; ".join(differ)}. Choose another --output or delete it.')
+        f'{"; ".join(differ)}. Choose another --output-dir or delete it.')
   _log.info('Reusing the prepared data in %s (same parameters).', output_dir)
   return prepared._replace(reused=True)
 
 
-def _commit(work, output_dir, params):
-  """Renames `work` to `output_dir`; returns the existing data instead if a
-  concurrent run with the same parameters got there first."""
-  if os.path.isdir(output_dir) and not os.listdir(output_dir):
-    os.rmdir(output_dir)
+def _check_only_leftovers(output_dir):
+  """PreparedDataError unless `output_dir` (no manifest) holds nothing but
+  what an interrupted prepare writes."""
+  foreign = [n for n in storage.list_names(output_dir)
+             if n not in _LEFTOVER_NAMES and not _LEFTOVER_TEMPS.fullmatch(n)]
+  clients = storage.join(output_dir, client_data_lib.CLIENTS_DIR)
+  foreign += [storage.join(client_data_lib.CLIENTS_DIR, n)
+              for n in storage.list_names(clients)
+              if not _LEFTOVER_CLIENT.fullmatch(n)]
+  if foreign:
+    shown = ', '.join(foreign[:5]) + (
+        f' (and {len(foreign) - 5} more)' if len(foreign) > 5 else '')
+    raise PreparedDataError(
+        f'{output_dir!r} is not prepared client data: it has no '
+        f'{MANIFEST_FILE}, and holds files a prepare does not write ({shown}). '
+        'It is left alone; choose another --output-dir or empty it.')
+
+
+def _read_manifest(directory):
+  """The manifest's bytes, or None if there is none."""
   try:
-    os.rename(work, output_dir)
+    return storage.read_bytes(storage.join(directory, MANIFEST_FILE))
+  except storage.NotFound:
     return None
-  except OSError:
-    existing = _existing(output_dir, params)
-    if existing is None:
-      raise
-    return existing
 
 
 def load_prepared(directory):
-  """Reopens a directory written by `prepare`."""
-  directory = os.path.abspath(os.fspath(directory))
-  manifest_path = os.path.join(directory, MANIFEST_FILE)
-  if not os.path.isfile(manifest_path):
+  """Reopens a directory written by `prepare` (local or a URL)."""
+  directory = storage.absolute(directory)
+  text = _read_manifest(directory)
+  if text is None:
     raise PreparedDataError(
         f'{directory!r} is not prepared client data: it has no '
         f'{MANIFEST_FILE} (write one with python -m pipelines.prepare_data).')
   try:
-    with open(manifest_path) as f:
-      manifest = json.load(f)
+    manifest = json.loads(text)
     if manifest.get('format') != FORMAT:
       raise ValueError(f'format {manifest.get("format")!r}, not {FORMAT!r}')
     source = client_data_lib.TFRecordClientData(directory)
@@ -267,7 +386,7 @@ def load_prepared(directory):
   if missing:
     raise PreparedDataError(f'{directory!r} lacks the files of clients '
                             f'{sorted(missing)[:5]} (of {len(missing)}).')
-  if not os.path.isfile(os.path.join(directory, TEST_FILE)):
+  if not storage.exists(storage.join(directory, TEST_FILE)):
     raise PreparedDataError(f'{directory!r} has no {TEST_FILE}.')
   return PreparedData(directory, source, manifest)
 
@@ -288,7 +407,11 @@ def main(argv=None):
   parser = argparse.ArgumentParser(
       prog='python -m pipelines.prepare_data',
       description='Partition a dataset into federated clients (TFRecord '
-      'files per client). Unknown flags are Beam pipeline options.')
+      'files per client).',
+      epilog='Other flags are Beam pipeline options, e.g. --runner '
+      'DaskRunner --dask_client_address tcp://HOST:8786, and '
+      '--s3_endpoint_url etc. for an s3:// --output-dir; a flag neither '
+      'this program nor Beam knows is an error.')
   parser.add_argument('--dataset', required=True,
                       help=f'{" or ".join(datasets.BUILTIN)}, or a directory '
                       'of MNIST-format IDX files')
@@ -303,16 +426,21 @@ def main(argv=None):
   parser.add_argument('--batch-size', type=int, default=20)
   parser.add_argument('--seed', type=int, default=0)
   parser.add_argument('--output-dir', '--output', dest='output',
-                      required=True)
+                      required=True, help='a local directory or a URL '
+                      '(s3://bucket/path, gs://...)')
   args, beam_args = parser.parse_known_args(argv)
+  from beam_runner import __main__ as beam_cli  # pylint: disable=g-import-not-at-top
   try:
+    options = beam_cli.beam_options(beam_args, 'pipelines.prepare_data')
+    storage.configure(options)
     prepared = prepare(args.dataset, args.output, args.clients,
                        scheme=args.partition, alpha=args.alpha,
                        shards_per_client=args.shards_per_client,
                        batch_size=args.batch_size, seed=args.seed,
-                       pipeline_options=beam_args or None)
-  except (datasets.DatasetError, partition_lib.PartitionError,
-          PreparedDataError) as e:
+                       pipeline_options=options)
+  except (beam_cli.UsageError, datasets.DatasetError,
+          partition_lib.PartitionError, PreparedDataError,
+          storage.StorageError, engines.EngineError) as e:
     print(f'error: {e}', file=sys.stderr)
     return 2
   print(summary_line(prepared))

@@ -1,11 +1,17 @@
-"""What a run shows its user: the per-round line, bit counts, accuracy-vs-bits plots."""
+"""What a run shows its user: the per-round line, bit counts, accuracy-vs-bits plots.
 
-import os
+Plots are rendered in memory and written through `canonical.storage`, so
+they land whole wherever the run's output lives (local or s3://).
+"""
+
+import io
 
 import matplotlib
 
 matplotlib.use('Agg')  # Files only: no screen on workers or CI.
 from matplotlib import pyplot  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+from canonical import storage  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 _UNITS = (('Gibit', 2**30), ('Mibit', 2**20), ('Kibit', 2**10))
 
@@ -74,8 +80,9 @@ def plot_accuracy_vs_bits(curves, path, title):
   axes[1].legend(loc='lower right', fontsize='small')
   figure.suptitle(title)
   figure.tight_layout()
-  partial = f'{path}.partial.png'  # Whole or not at all.
-  figure.savefig(partial, dpi=110)
-  pyplot.close(figure)
-  os.replace(partial, path)
-  return path
+  buffer = io.BytesIO()
+  try:
+    figure.savefig(buffer, format='png', dpi=110)
+  finally:
+    pyplot.close(figure)
+  return storage.write_bytes(path, buffer.getvalue())  # Whole or not at all.

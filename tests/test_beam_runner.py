@@ -48,12 +48,13 @@ def _local_rounds(form, data, rounds, clients_per_round, seed=0):
 
 
 def _check_against_local(form, data, rounds, clients_per_round, tmp_path,
-                         exact, client_data=None):
+                         exact, client_data=None, **run_options):
   data = {str(k): v for k, v in data.items()}
   out = tmp_path / 'run'
   lines = []
   result = beam_runner.run(form, client_data or data, rounds,
-                           clients_per_round, out, progress=lines.append)
+                           clients_per_round, out, progress=lines.append,
+                           **run_options)
   assert result.rounds == rounds and len(lines) == rounds
   run = beam_runner.RunDir(out)
   kept_paths = run.client_state_paths()
@@ -161,7 +162,9 @@ def test_sum_of_integers_is_bit_exact(tmp_path, monkeypatch):
   rng = np.random.default_rng(0)
   data = {f'c{i}': rng.integers(-100, 100, [3]).astype(np.int32)
           for i in range(9)}
-  result, _ = _check_against_local(form, data, 3, 4, tmp_path, exact=True)
+  # Two clients per element: partial accumulators to merge in the combine.
+  result, _ = _check_against_local(form, data, 3, 4, tmp_path, exact=True,
+                                   clients_per_element=2)
   # Accumulators crossed the combine's shuffle through our coder.
   assert encoded and all(len(a) == len(tf.nest.flatten(form.accumulator_spec))
                          for a in encoded)

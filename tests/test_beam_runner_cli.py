@@ -148,3 +148,63 @@ def test_a_round_that_fails_exits_with_status_1(tmp_path, capsys):
                       '--clients-per-round', '1', '--min-clients', '2',
                       '--output', str(tmp_path / 'out'))
   assert status == 1 and 'min_clients=2' in err
+
+
+def test_dask_and_s3_flags_are_known():
+  options = cli.beam_options(['--runner', 'DaskRunner',
+                              '--dask_client_address', 'tcp://10.0.0.1:8786',
+                              '--dask_npartitions', '8',
+                              '--s3_endpoint_url', 'http://127.0.0.1:9000'])
+  values = options.get_all_options()
+  assert values['runner'] == 'DaskRunner'
+  assert values['address'] == 'tcp://10.0.0.1:8786'  # Beam's dest names.
+  assert values['npartitions'] == 8
+  assert values['s3_endpoint_url'] == 'http://127.0.0.1:9000'
+
+
+def test_an_unreachable_dask_scheduler_is_one_line_and_status_2(tmp_path,
+                                                                capsys):
+  from s3_server import free_port  # pylint: disable=g-import-not-at-top
+  form_path = cf.save(_sum_form(), str(tmp_path / 'form.pb'))
+  beam_runner.write_client_data(tmp_path / 'shards',
+                                {'a': np.zeros([3], np.int32)})
+  status, err = _main(
+      capsys, 'run', '--form', form_path, '--clients',
+      str(tmp_path / 'shards'), '--rounds', '1', '--clients-per-round', '1',
+      '--output', str(tmp_path / 'out'), '--runner', 'DaskRunner',
+      '--dask_client_address', f'tcp://127.0.0.1:{free_port()}',
+      '--dask_connection_timeout', '2')
+  assert status == 2
+  lines = [line for line in err.splitlines() if line.startswith('error:')]
+  assert len(lines) == 1 and 'Cannot reach the Dask scheduler' in lines[0]
+  assert 'Traceback' not in err
+  assert not (tmp_path / 'out').exists()
+
+
+@pytest.mark.slow
+def test_write_clients_and_run_with_every_path_on_s3(s3, tmp_path):
+  form_path = cf.save(_sum_form(), f'{s3.bucket_url}/form.pb')
+  (tmp_path / 'my_clients.py').write_text(_CLIENTS_MODULE)
+  written = _cli(['write-clients', '--from', 'my_clients:clients', '--output',
+                  f'{s3.bucket_url}/shards', *s3.flags()], tmp_path)
+  assert written.returncode == 0, written.stderr
+  ran = _cli(['run', '--form', form_path, '--clients',
+              f'{s3.bucket_url}/shards', '--rounds', '2',
+              '--clients-per-round', '3', '--output', f'{s3.bucket_url}/out',
+              '--seed', '7', *s3.flags()], tmp_path)
+  assert ran.returncode == 0, ran.stderr
+  assert f'2 rounds committed in {s3.bucket_url}/out' in ran.stdout
+  data = {f'c{i}': np.full([3], i, np.int32) for i in range(4)}
+  expected = beam_runner.run(form_path, data, 2, 3, tmp_path / 'api', seed=7,
+                             progress=lambda _: None)
+  run = beam_runner.RunDir(f'{s3.bucket_url}/out')
+  state = beam_runner.tensor_io.read_tensors(run.state_path(2),
+                                             _sum_form().state_spec)
+  np.testing.assert_array_equal(state, expected.state)
+  missing = _cli(['run', '--form', form_path, '--clients',
+                  f'{s3.bucket_url}/shards', '--rounds', '1',
+                  '--clients-per-round', '1', '--output',
+                  's3://no-such-bucket/out', *s3.flags()], tmp_path)
+  assert missing.returncode == 2
+  assert "the bucket 'no-such-bucket' does not exist" in missing.stderr
+  assert 'Traceback' not in missing.stderr

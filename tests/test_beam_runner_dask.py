@@ -33,7 +33,6 @@ from example_processes import sum_process
 from s3_server import free_port
 
 pytestmark = pytest.mark.slow
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @pytest.fixture(scope='module')
@@ -199,9 +198,9 @@ def test_an_unreachable_scheduler_is_one_error_before_any_round(tmp_path):
   assert not (tmp_path / 'run').exists()
 
 
-_OLD_VERSION_WORKER = '''
-import os, sys
-sys.path.insert(0, sys.argv[1])  # A fedcanon 0.0.1 installed before ours.
+_WORKER = '''
+import sys
+sys.path[:0] = sys.argv[1].split(',')
 from distributed.cli.dask_worker import main
 sys.argv = ['dask worker', sys.argv[2], '--nthreads', '1', '--no-dashboard',
             '--host', '127.0.0.1', '--lifetime', '5 minutes']
@@ -209,16 +208,36 @@ main()
 '''
 
 
-def test_a_worker_with_another_version_of_the_project_is_refused(tmp_path):
-  fake = tmp_path / 'site' / 'fedcanon-0.0.1.dist-info'
-  fake.mkdir(parents=True)
-  (fake / 'METADATA').write_text('Metadata-Version: 2.1\nName: fedcanon\n'
-                                 'Version: 0.0.1\n')
+def _site_packages_without_the_project(tmp_path):
+  """A copy (of links) of this venv's site-packages lacking fedcanon."""
+  site = next(p for p in sys.path if p.endswith('site-packages'))
+  copy = tmp_path / 'site-packages'
+  copy.mkdir()
+  for name in os.listdir(site):
+    if 'fedcanon' not in name and not name.endswith('.pth'):
+      (copy / name).symlink_to(os.path.join(site, name))
+  return str(copy)
+
+
+@pytest.mark.parametrize('node', ['another version', 'not installed'])
+def test_a_worker_without_the_drivers_project_is_refused(node, tmp_path):
+  if node == 'another version':  # A fedcanon 0.0.1 found before ours.
+    fake = tmp_path / 'site' / 'fedcanon-0.0.1.dist-info'
+    fake.mkdir(parents=True)
+    (fake / 'METADATA').write_text('Metadata-Version: 2.1\nName: fedcanon\n'
+                                   'Version: 0.0.1\n')
+    command = [sys.executable, '-c', _WORKER, str(tmp_path / 'site')]
+    ours = importlib.metadata.version('fedcanon').replace('.', r'\.')
+    expected = rf'runs fedcanon 0\.0\.1, this driver {ours}'
+  else:  # Python without site-packages, then every package but ours.
+    command = [sys.executable, '-S', '-c', _WORKER,
+               _site_packages_without_the_project(tmp_path)]
+    expected = (r'does not have fedcanon installed \(PackageNotFoundError.*'
+                r'install this project on every node')
   cluster = engines.start_local_cluster(1, lifetime='5 minutes')
-  worker = subprocess.Popen(
-      [sys.executable, '-c', _OLD_VERSION_WORKER, str(tmp_path / 'site'),
-       cluster.scheduler_address], stdout=subprocess.DEVNULL,
-      stderr=subprocess.DEVNULL, env=dict(os.environ, PYTHONPATH=ROOT))
+  worker = subprocess.Popen(command + [cluster.scheduler_address],
+                            stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, cwd=tmp_path)
   try:
     client = engines.connect(cluster.scheduler_address)
     try:
@@ -227,10 +246,9 @@ def test_a_worker_with_another_version_of_the_project_is_refused(tmp_path):
       client.close()
     shards = beam_runner.write_client_data(
         tmp_path / 'shards', {'a': np.zeros([3], np.int32)})
-    ours = importlib.metadata.version('fedcanon').replace('.', r'\.')
     with pytest.raises(beam_runner.EngineError,
-                       match=r'Dask worker tcp://127\.0\.0\.1:\d+ runs '
-                       rf'fedcanon 0\.0\.1, this driver {ours}'):
+                       match=r'Dask worker tcp://127\.0\.0\.1:\d+ '
+                       + expected):
       beam_runner.run(cf.compile(sum_process()), shards.directory, 1, 1,
                       tmp_path / 'run',
                       pipeline_options=_on(cluster.scheduler_address))

@@ -194,10 +194,10 @@ _CHILD = textwrap.dedent('''
     slow_round = int(sys.argv[4])
     work = round_pipeline.WorkFn._work
 
-    def slow_work(self, task, c):
+    def slow_work(self, task, data, c):
       if self._attempt.round == slow_round:
         time.sleep(0.4)  # Slow enough to be killed mid-round.
-      return work(self, task, c)
+      return work(self, task, data, c)
 
     round_pipeline.WorkFn._work = slow_work
     beam_runner.run(sys.argv[1], sys.argv[2], 4, 3, sys.argv[3], seed=5,

@@ -132,10 +132,10 @@ _CHILD = textwrap.dedent('''
     form, clients, out, rounds, slow_round, seconds, options = sys.argv[1:8]
     work = round_pipeline.WorkFn._work
 
-    def slow_work(self, task, c):
+    def slow_work(self, task, data, c):
       if int(slow_round) in (0, self._attempt.round):
         time.sleep(float(seconds))
-      return work(self, task, c)
+      return work(self, task, data, c)
 
     round_pipeline.WorkFn._work = slow_work
     try:

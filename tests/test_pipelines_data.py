@@ -1,16 +1,20 @@
 """The data layer of pipelines/: datasets, partitions, prepared client data."""
 
+import concurrent.futures
 import gzip
 import json
 import os
+import socket
 import subprocess
 import sys
+import threading
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from beam_runner import client_data as client_data_lib
+from canonical import storage as storage_lib
 from pipelines import datasets
 from pipelines import partition
 from pipelines import prepare_data
@@ -331,11 +335,29 @@ def test_prepare_reuses_same_parameters_and_refuses_others(prepared, caplog):
 def test_prepare_refuses_a_directory_that_is_not_prepared_data(tmp_path):
   (tmp_path / 'mine').mkdir()
   (tmp_path / 'mine' / 'notes.txt').write_text('precious')
-  with pytest.raises(ValueError, match='no manifest.json'):
+  with pytest.raises(ValueError, match='no manifest.json.*notes.txt'):
     prepare_data.prepare('digits', tmp_path / 'mine', 3)
   assert (tmp_path / 'mine' / 'notes.txt').read_text() == 'precious'
   with pytest.raises(ValueError, match='no manifest.json'):
     prepare_data.load_prepared(tmp_path / 'mine')
+  assert os.listdir(tmp_path / 'mine') == ['notes.txt']
+
+
+def test_prepare_refuses_client_data_it_did_not_write(tmp_path):
+  # A write_client_data directory: clients/ and element_spec.json, as a
+  # prepare writes, but client files a prepare never names so.
+  mine = client_data_lib.write_client_data(
+      tmp_path / 'mine', {'alice': tf.zeros([2]), 'bob': tf.ones([2])})
+  before = {n: open(os.path.join(mine.directory, 'clients', n), 'rb').read()
+            for n in os.listdir(os.path.join(mine.directory, 'clients'))}
+  with pytest.raises(prepare_data.PreparedDataError,
+                     match='clients/alice.tfrecord.*left alone'):
+    prepare_data.prepare(datasets.Dataset('tiny', *_tiny(), 3),
+                         tmp_path / 'mine', 2)
+  assert {n: open(os.path.join(mine.directory, 'clients', n), 'rb').read()
+          for n in os.listdir(os.path.join(mine.directory, 'clients'))
+          } == before
+  assert sorted(os.listdir(mine.directory)) == ['clients', 'element_spec.json']
 
 
 def test_prepare_is_deterministic_and_leaves_no_partial_dirs(tmp_path):
@@ -359,14 +381,128 @@ def _tiny():
   return x, y, x[:5], y[:5]
 
 
-def test_a_failed_prepare_leaves_nothing(tmp_path, monkeypatch):
-  def fail(self, path, members):
-    raise OSError('disk full (simulated)')
-  monkeypatch.setattr(prepare_data.WriteClient, '_write', fail)
+def _client_files(prepared):
+  return {c: open(prepared.client_data.path(c), 'rb').read()
+          for c in prepared.client_data.client_ids()}
+
+
+def test_a_failed_prepare_leaves_no_manifest_and_a_rerun_completes(
+    tmp_path, monkeypatch):
   small = datasets.Dataset('tiny', *_tiny(), 3)
+  reference = prepare_data.prepare(small, tmp_path / 'ref', 4)
+  write = prepare_data.WriteClient._write
+
+  def fail_on_client_2(self, path, members):
+    if path.endswith('client_0002.tfrecord'):
+      raise OSError('disk full (simulated)')
+    write(self, path, members)
+
+  monkeypatch.setattr(prepare_data.WriteClient, '_write', fail_on_client_2)
   with pytest.raises(Exception, match='disk full'):
     prepare_data.prepare(small, tmp_path / 'out', 4)
-  assert os.listdir(tmp_path) == []
+  # Not prepared data (no manifest), and no staging files left behind.
+  assert 'manifest.json' not in os.listdir(tmp_path / 'out')
+  assert '_staging' not in os.listdir(tmp_path / 'out')
+  with pytest.raises(prepare_data.PreparedDataError, match='no manifest'):
+    prepare_data.load_prepared(tmp_path / 'out')
+  monkeypatch.setattr(prepare_data.WriteClient, '_write', write)
+  again = prepare_data.prepare(small, tmp_path / 'out', 4)
+  assert not again.reused and again.manifest == reference.manifest
+  assert _client_files(again) == _client_files(reference)
+  assert sorted(os.listdir(tmp_path / 'out')) == [
+      'clients', 'element_spec.json', 'manifest.json', 'test.npz']
+
+
+def test_a_killed_prepares_leftovers_are_written_over(tmp_path):
+  """A prepare killed before its manifest (here: with other parameters, and
+  its staging and temporary files still there) is resumed from scratch."""
+  small = datasets.Dataset('tiny', *_tiny(), 3)
+  reference = prepare_data.prepare(small, tmp_path / 'ref', 4, batch_size=3)
+  out = tmp_path / 'out'
+  prepare_data.prepare(small, out, 7, batch_size=5)
+  os.remove(out / 'manifest.json')  # As if killed just before the commit.
+  (out / '_staging').mkdir()
+  (out / '_staging' / '1234.npz').write_bytes(b'a killed run\'s arrays')
+  (out / '.test.npz.x1y2.tmp').write_bytes(b'half a test set')
+  (out / 'clients' / '.client_0005.tfrecord.z9.tmp').write_bytes(b'half')
+  again = prepare_data.prepare(small, out, 4, batch_size=3)
+  assert again.manifest == reference.manifest and not again.reused
+  assert _client_files(again) == _client_files(reference)
+  assert sorted(os.listdir(out / 'clients')) == sorted(
+      os.listdir(tmp_path / 'ref' / 'clients'))
+  assert '_staging' not in os.listdir(out)  # Every staging file goes.
+
+
+def test_the_manifest_is_written_last_and_create_only(tmp_path, monkeypatch):
+  writes = []
+  for name in ('write_bytes', 'create_only'):
+    real = getattr(storage_lib, name)
+    def record(path, data, *args, _real=real, _name=name, **kwargs):
+      writes.append((_name, os.path.relpath(path, tmp_path / 'out')))
+      return _real(path, data, *args, **kwargs)
+    monkeypatch.setattr(storage_lib, name, record)
+  prepare_data.prepare(datasets.Dataset('tiny', *_tiny(), 3),
+                       tmp_path / 'out', 3)
+  assert writes[-1] == ('create_only', 'manifest.json')
+  assert [w for w in writes if 'manifest' in w[1]] == [writes[-1]]
+  assert {os.path.dirname(p) for _, p in writes} == {
+      '', 'clients', '_staging'}
+  assert ('write_bytes', 'test.npz') in writes
+
+
+def _prepare_twice_at_once(*args, **kwargs):
+  barrier = threading.Barrier(2)
+  def prepare(_):
+    barrier.wait()
+    return prepare_data.prepare(*args, **kwargs)
+  with concurrent.futures.ThreadPoolExecutor(2) as pool:
+    return list(pool.map(prepare, range(2)))
+
+
+def test_of_two_concurrent_prepares_one_commits_the_other_reuses(tmp_path):
+  small = datasets.Dataset('tiny', *_tiny(), 3)
+  reference = prepare_data.prepare(small, tmp_path / 'ref', 4)
+  a, b = _prepare_twice_at_once(small, tmp_path / 'out', 4)
+  assert sorted([a.reused, b.reused]) == [False, True]
+  assert a.manifest == b.manifest == reference.manifest
+  assert _client_files(a) == _client_files(reference)
+  assert sorted(os.listdir(tmp_path / 'out')) == [
+      'clients', 'element_spec.json', 'manifest.json', 'test.npz']
+
+
+def _sees_nothing_once(monkeypatch):
+  """The next prepare looks for existing data before the winner commits."""
+  real = prepare_data._existing
+  def once(*args):
+    monkeypatch.setattr(prepare_data, '_existing', real)
+    return None
+  monkeypatch.setattr(prepare_data, '_existing', once)
+
+
+def test_a_prepare_that_loses_the_race_returns_the_winners_data(
+    tmp_path, monkeypatch):
+  """Two prepares of one directory at once: one's manifest wins; the other
+  (same parameters) returns that data, or (others) names what differs."""
+  small = datasets.Dataset('tiny', *_tiny(), 3)
+  winner = prepare_data.prepare(small, tmp_path / 'out', 4)
+  files = _client_files(winner)
+  _sees_nothing_once(monkeypatch)
+  loser = prepare_data.prepare(small, tmp_path / 'out', 4)
+  assert loser.reused and loser.manifest == winner.manifest
+  assert _client_files(loser) == files
+  # A loser whose staging files the winner deleted under it fails its
+  # pipeline, and returns the winner's data all the same.
+  def staging_gone(self, path, members):
+    raise storage_lib.NotFound('No such file: (the staging arrays)')
+
+  _sees_nothing_once(monkeypatch)
+  monkeypatch.setattr(prepare_data.WriteClient, '_write', staging_gone)
+  assert prepare_data.prepare(small, tmp_path / 'out', 4).reused
+  # With other parameters, that is an error naming them.
+  _sees_nothing_once(monkeypatch)
+  with pytest.raises(prepare_data.PreparedDataError,
+                     match=r'seed \(there: 0, asked: 1\)'):
+    prepare_data.prepare(small, tmp_path / 'out', 4, seed=1)
 
 
 def test_prepare_rejects_bad_arguments_before_any_work(tmp_path):
@@ -392,6 +528,35 @@ def test_prepare_on_multi_processing_workers(tmp_path):
   for client_id in reference.client_data.client_ids():
     assert open(multi.client_data.path(client_id), 'rb').read() == \
         open(reference.client_data.path(client_id), 'rb').read()
+
+
+def test_cli_refuses_a_flag_nobody_knows(tmp_path, capsys):
+  code = prepare_data.main(['--dataset', 'digits', '--num-clients', '3',
+                            '--output-dir', str(tmp_path / 'out'),
+                            '--no_such_flag'])
+  err = capsys.readouterr().err
+  assert code == 2 and 'Traceback' not in err
+  errors = [l for l in err.splitlines() if l.startswith('error: ')]
+  assert len(errors) == 1 and '--no_such_flag' in errors[0]
+  assert not (tmp_path / 'out').exists()
+
+
+def test_cli_reports_an_unreachable_storage_in_one_line(tmp_path, capsys):
+  with socket.socket() as s:  # A free port: nothing listens there.
+    s.bind(('127.0.0.1', 0))
+    port = s.getsockname()[1]
+  try:
+    code = prepare_data.main([
+        '--dataset', 'digits', '--num-clients', '3', '--output-dir',
+        's3://bucket/out', f'--s3_endpoint_url=http://127.0.0.1:{port}',
+        '--s3_access_key_id=a', '--s3_secret_access_key=b'])
+  finally:
+    storage_lib.configure(None)
+  err = capsys.readouterr().err
+  assert code == 2 and 'Traceback' not in err
+  errors = [l for l in err.splitlines() if l.startswith('error: ')]
+  assert len(errors) == 1 and 'cannot connect to the endpoint' in errors[0]
+  assert 's3://bucket/out' in errors[0]
 
 
 @pytest.mark.slow  # ~5 s: a fresh Python importing TensorFlow and Beam.

@@ -7,6 +7,7 @@ in-process runner, evaluating the server model on the test split.
 
 import json
 import os
+import socket
 import subprocess
 import sys
 
@@ -17,6 +18,7 @@ import tensorflow as tf
 import beam_runner
 import canonical
 from beam_runner import tensor_io
+from canonical import storage
 from pipelines import compression_study
 from pipelines import encoder_choice
 from pipelines import fedavg
@@ -116,12 +118,20 @@ def test_top_k_with_error_feedback_keeps_each_clients_residual(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_rerun_resumes_and_keeps_the_cumulative_bits(tmp_path):
+def test_a_rerun_resumes_and_keeps_the_cumulative_bits(tmp_path, monkeypatch):
   config = _config(tmp_path, rounds=2, eval_every=2)
   first = fedavg.run_experiment(config, print_fn=lambda _: None)
   config.rounds = 3
   lines = []
-  again = fedavg.run_experiment(config, print_fn=lines.append)
+  run, engine_settings = beam_runner.run, []
+  def recording_run(*args, **kwargs):
+    engine_settings.append((kwargs['rounds_per_pipeline'],
+                            kwargs['clients_per_element']))
+    return run(*args, **kwargs)
+  monkeypatch.setattr(beam_runner, 'run', recording_run)
+  again = fedavg.run_experiment(config, print_fn=lines.append,
+                                rounds_per_pipeline=1, clients_per_element=2)
+  assert engine_settings == [(1, 2)]
   assert any('resuming after round 2' in line for line in lines)
   rounds = [line for line in lines if line.startswith('round')]
   assert [line[:11] for line in rounds] == [
@@ -187,6 +197,70 @@ def test_main_says_how_to_install_fashion_mnist(tmp_path, capsys,
                       str(tmp_path / 'out')])
   assert code == 2
   assert 'apt-get install dataset-fashion-mnist' in capsys.readouterr().err
+
+
+def test_engine_and_storage_flags_reach_the_run(tmp_path, monkeypatch):
+  seen = {}
+  def run_experiment(config, options, **kwargs):
+    seen.update(kwargs, config=config, options=options.get_all_options(
+        drop_default=True))
+    raise fedavg.ConfigError('stopped here')
+  monkeypatch.setattr(fedavg, 'run_experiment', run_experiment)
+  try:
+    code = fedavg.main([
+        '--output-dir', str(tmp_path / 'out'), '--rounds', '4',
+        '--rounds-per-pipeline', '2', '--clients-per-element', '3',
+        '--runner', 'DaskRunner', '--dask_client_address', 'tcp://h:8786',
+        '--dask_connection_timeout', '2', '--dask_npartitions', '4',
+        '--s3_endpoint_url', 'http://127.0.0.1:9', '--s3_access_key_id', 'a',
+        '--s3_secret_access_key', 'b', '--s3_region_name', 'r'])
+    assert code == 2
+    assert storage.worker_options()['s3_endpoint_url'] == 'http://127.0.0.1:9'
+  finally:
+    storage.configure(None)
+  assert seen['rounds_per_pipeline'] == 2 and seen['clients_per_element'] == 3
+  assert seen['config'].rounds == 4
+  assert {k: seen['options'].get(k) for k in (
+      'runner', 'address', 'timeout', 'npartitions', 's3_endpoint_url',
+      's3_access_key_id', 's3_secret_access_key', 's3_region_name')} == {
+          'runner': 'DaskRunner', 'address': 'tcp://h:8786', 'timeout': 2,
+          'npartitions': 4, 's3_endpoint_url': 'http://127.0.0.1:9',
+          's3_access_key_id': 'a', 's3_secret_access_key': 'b',
+          's3_region_name': 'r'}
+
+
+def test_a_flag_nobody_knows_is_one_error_line(tmp_path, capsys):
+  code = fedavg.main(['--output-dir', str(tmp_path / 'out'),
+                      '--no_such_flag', '3'])
+  err = capsys.readouterr().err
+  assert code == 2 and 'Traceback' not in err
+  errors = [l for l in err.splitlines() if l.startswith('error: ')]
+  assert len(errors) == 1 and '--no_such_flag' in errors[0]
+  assert not os.path.exists(tmp_path / 'out')
+
+
+@pytest.mark.slow  # ~8 s: a fresh Python, and the 2 s connection timeout.
+def test_an_unreachable_dask_scheduler_is_one_error_before_any_round(
+    tmp_path):
+  with socket.socket() as s:  # A free port: nothing listens there.
+    s.bind(('127.0.0.1', 0))
+    port = s.getsockname()[1]
+  completed = subprocess.run(
+      [sys.executable, '-m', 'pipelines.fedavg', '--rounds', '2',
+       '--num-clients', '5', '--clients-per-round', '3', '--output-dir',
+       str(tmp_path / 'out'), '--runner', 'DaskRunner',
+       '--dask_client_address', f'tcp://127.0.0.1:{port}',
+       '--dask_connection_timeout', '2'],
+      cwd=ROOT, capture_output=True, text=True, timeout=300,
+      env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2'))
+  assert completed.returncode == 2, completed.stderr[-3000:]
+  errors = [l for l in completed.stderr.splitlines()
+            if l.startswith('error: ')]
+  assert len(errors) == 1 and 'Traceback' not in completed.stderr
+  assert 'Dask scheduler' in errors[0] and f'127.0.0.1:{port}' in errors[0]
+  assert not [l for l in completed.stdout.splitlines()
+              if l.startswith('round')]
+  assert not os.path.exists(tmp_path / 'out' / fedavg.RUN_DIR)
 
 
 def test_encoder_choice_leaves_small_and_integer_tensors_alone():
