@@ -6,12 +6,13 @@ several rounds, then checks, evaluates and commits each round in order. A
 run that stops or is killed resumes from its last committed round with the
 same sampled clients and results.
 
-How many rounds share a pipeline is decided by measurement: the first
-pipeline runs one round; later ones as many as fit in about
-`TARGET_PIPELINE_SECONDS` at the observed pace (at most
+How many rounds share a pipeline is decided by measurement: as many as fit
+in about `TARGET_PIPELINE_SECONDS` at the pace observed (at most
 `MAX_ROUNDS_PER_PIPELINE`), on engines that spread chained rounds (not
-Dask, whose warm workers make a pipeline cheap anyway). Every round is still
-committed on its own.
+Dask, whose warm workers make a pipeline cheap anyway). The pace is that of
+this run's last pipeline, or of the rounds already committed on the same
+engine; with neither, the first pipeline runs one round. Every round is
+still committed on its own.
 """
 
 import dataclasses
@@ -77,8 +78,8 @@ def run(form_or_path, client_data, rounds, clients_per_round, output_dir,
     pipeline_options: Beam `PipelineOptions` (or flags, or a dict), or an
       engine already open (`engines.open_engine`). Without a runner, rounds
       run on the in-process `FnApiRunner`; `DaskRunner` runs them on a Dask
-      cluster (see `engines`). Filesystem options (S3 endpoint
-      and credentials) reach every worker; without any, the ones this process
+      cluster (see `engines`). Filesystem options (S3 endpoint and
+      credentials) reach every worker; without any, the ones this process
       has (`canonical.storage.configure`) do.
     seed: the sampling seed.
     min_clients: a client whose work fails (unreadable data, an error, a NaN
@@ -98,8 +99,8 @@ def run(form_or_path, client_data, rounds, clients_per_round, output_dir,
 
   Each committed round's outcome (metrics, clients ok and dropped with
   reasons, bits broadcast and aggregated, clients per worker, seconds per
-  stage) is appended to `output_dir/metrics.jsonl` and written as
-  TensorBoard scalars to `output_dir/tensorboard`.
+  stage) becomes a line of `output_dir/metrics.jsonl` and TensorBoard
+  scalars in `output_dir/tensorboard`.
   """
   options = engines.pipeline_options_of(pipeline_options)
   if storage.options_of(options):  # Else keep this process's settings.
@@ -168,6 +169,13 @@ class _PipelineSizer:
   def observe(self, rounds, seconds):
     self._seconds_per_round = max(seconds, 1e-3) / rounds
 
+  def recall(self, outcomes, engine_name, last=5):
+    """The pace of committed rounds that ran on this engine, if any."""
+    paced = [o['seconds'] for o in outcomes if o.get('engine') ==
+             engine_name and 'seconds' in o][-last:]
+    if paced and self._seconds_per_round is None:
+      self.observe(len(paced), sum(paced))
+
 
 class _RoundLoop:
   """The driver's side of a run: plans, pipelines, commits."""
@@ -209,6 +217,7 @@ class _RoundLoop:
 
   def run(self, client_ids, clients_per_round, seed, rounds, sizer):
     self.rounds = rounds
+    sizer.recall(self.outcomes, self.engine.name)
     while self.out.last_committed() < rounds:
       first = self.out.last_committed() + 1
       count = sizer.next(rounds - first + 1)
