@@ -157,10 +157,10 @@ def _filesystem(path):
   try:
     return filesystems.FileSystems.get_filesystem(path)
   except ValueError:
-    raise StorageError(f'No filesystem for scheme {scheme(path)!r} in '
-        f'{path!r}: Beam reaches local paths, s3:// (apache-beam[aws]), '
-        'gs:// (apache-beam[gcp]) and hdfs:// (apache-beam[hadoop]).'
-    ) from None
+    raise StorageError(
+        f'No filesystem for scheme {scheme(path)!r} in {path!r}: Beam '
+        'reaches local paths, s3:// (apache-beam[aws]), gs:// '
+        '(apache-beam[gcp]) and hdfs:// (apache-beam[hadoop]).') from None
 
 
 def _s3():
@@ -240,7 +240,9 @@ def write_bytes(path, data, sync=False):
   return path
 
 
-def _write_local(path, data, sync):
+def _write_local(path, data, sync, exclusive=False):
+  """A temporary file beside `path`, then renamed over it; or, `exclusive`,
+  hard-linked to it, which fails if any file is there (AlreadyExists)."""
   directory = os.path.dirname(os.path.abspath(path))
   os.makedirs(directory, exist_ok=True)
   fd, temp = tempfile.mkstemp(prefix='.' + os.path.basename(path) + '.',
@@ -252,12 +254,17 @@ def _write_local(path, data, sync):
         f.flush()
         os.fsync(f.fileno())
     os.chmod(temp, _local_mode())
-    os.replace(temp, path)
-  except BaseException:
+    if not exclusive:
+      os.replace(temp, path)
+      return path
+    try:
+      os.link(temp, path)  # Fails if `path` exists, whoever made it.
+    except FileExistsError:
+      raise AlreadyExists(f'{path!r} already exists.') from None
+    return path
+  finally:
     if os.path.exists(temp):
       os.remove(temp)
-    raise
-  return path
 
 
 def _local_mode():
@@ -278,34 +285,15 @@ def create_only(path, data):
   path = os.fspath(path)
   kind = scheme(path)
   if kind is None:
-    return _create_only_local(_local(path), data)
+    return _write_local(_local(path), data, sync=True, exclusive=True)
   if kind == 's3':
     return _create_only_s3(path, data)
   if kind == 'gs':
     return _create_only_gcs(path, data)
-  raise StorageError(f'{path!r}: {kind}:// offers no create-only write, so a '
-      'commit there could not be atomic; keep run directories on local or '
-      'shared disk, s3:// or gs://.')
-
-
-def _create_only_local(path, data):
-  directory = os.path.dirname(os.path.abspath(path))
-  os.makedirs(directory, exist_ok=True)
-  fd, temp = tempfile.mkstemp(prefix='.' + os.path.basename(path) + '.',
-                              suffix='.tmp', dir=directory)
-  try:
-    with os.fdopen(fd, 'wb') as f:
-      f.write(data)
-      f.flush()
-      os.fsync(f.fileno())
-    os.chmod(temp, _local_mode())
-    try:
-      os.link(temp, path)  # Fails if `path` exists, whoever made it.
-    except FileExistsError:
-      raise AlreadyExists(f'{path!r} already exists.') from None
-  finally:
-    os.remove(temp)
-  return path
+  raise StorageError(
+      f'{path!r}: {kind}:// offers no create-only write, so a commit there '
+      'could not be atomic; keep run directories on local or shared disk, '
+      's3:// or gs://.')
 
 
 def _create_only_s3(path, data):
@@ -486,7 +474,7 @@ def check_writable(path, what='path'):
     try:
       list_files(path)
     except StorageError as e:
-      raise StorageError(f'{what} {path!r}: {e.strerror}') from None
+      raise StorageError(f'{what} {path!r}: {e}') from None
 
 
 def _error_code(error):

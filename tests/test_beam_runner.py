@@ -440,14 +440,3 @@ def test_a_failing_evaluation_fails_the_round_and_commits_nothing(tmp_path):
     beam_runner.run(form, data, 3, 4, tmp_path / 'run',
                     progress=lambda _: None, evaluate=evaluate)
   assert beam_runner.RunDir(tmp_path / 'run').committed_rounds() == [0, 1]
-
-
-def test_atomic_writes_get_the_mode_open_would_give(tmp_path):
-  umask = os.umask(0)
-  os.umask(umask)
-  path = tmp_path / 'out.json'
-  storage.write_bytes(str(path), b'{}')
-  assert path.read_bytes() == b'{}'
-  # mkstemp alone would leave 0600; readers other than the owner need it.
-  assert (path.stat().st_mode & 0o777) == (0o666 & ~umask)
-  assert os.listdir(tmp_path) == ['out.json']
