@@ -2,18 +2,19 @@
 
 One event file per round, `events.out.tfevents.<round>.fedcanon.v2`, written
 whole through `canonical.storage` (so a run directory on s3:// gets them
-too). TensorFlow's own event writer makes the bytes, in its in-memory ram://
-filesystem; the `tensorboard` package is needed only to view them. A run
+too): TensorFlow's Event protos, framed by its record writer; the
+`tensorboard` package is needed only to view them. A run
 rebuilds the log from its committed rounds when it starts: files of rounds
 lost to a crash go, resumed rounds never show twice.
 """
 
 import numbers
-import uuid
+import time
 
 import numpy as np
 import tensorflow as tf
 from tensorflow.core.framework import summary_pb2
+from tensorflow.core.util import event_pb2
 
 from beam_runner import tfrecords
 from canonical import storage
@@ -87,22 +88,19 @@ class TensorBoardLog:
 
 
 def events_bytes(outcome):
-  """One event file holding the round's scalars, made by TF's writer."""
-  directory = f'ram://fedcanon-tensorboard/{uuid.uuid4().hex}'
-  writer = tf.summary.create_file_writer(directory)
-  try:
-    with writer.as_default():
-      for tag, value in scalars(outcome).items():
-        tf.summary.write(tag, tf.constant(float(value), tf.float32),
-                         step=outcome['round'], metadata=_SCALAR)
-  finally:
-    writer.close()
-  (name,) = tf.io.gfile.listdir(directory)
-  path = f'{directory}/{name}'
-  with tf.io.gfile.GFile(path, 'rb') as f:
-    data = f.read()
-  tf.io.gfile.remove(path)
-  return data
+  """One event file holding the round's scalars: TF's Event protos, as its
+  summary writer makes them (version record, then the step's values),
+  framed by TF's record writer. (A summary writer costs ~3.6 ms a round.)"""
+  wall_time = time.time()
+  values = [summary_pb2.Summary.Value(
+      tag=tag, metadata=_SCALAR,
+      tensor=tf.make_tensor_proto(float(value), tf.float32))
+            for tag, value in scalars(outcome).items()]
+  events = [
+      event_pb2.Event(wall_time=wall_time, file_version='brain.Event:2'),
+      event_pb2.Event(wall_time=wall_time, step=outcome['round'],
+                      summary=summary_pb2.Summary(value=values))]
+  return tfrecords.file_bytes(e.SerializeToString() for e in events)
 
 
 def read(directory):
