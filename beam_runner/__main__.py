@@ -50,12 +50,7 @@ def _parser():
   run.add_argument('--seed', type=int, default=0, help='sampling seed')
   run.add_argument('--min-clients', type=int, default=1,
                    help='fail a round if fewer clients succeed')
-  run.add_argument('--rounds-per-pipeline', type=int, default=None,
-                   help='rounds chained in one pipeline (default: decided '
-                   'by measurement)')
-  run.add_argument('--clients-per-element', type=int, default=None,
-                   help='clients one pipeline element runs (default: '
-                   'enough elements to keep every worker busy)')
+  add_engine_arguments(run)
   write = commands.add_parser(
       'write-clients', help='write client data as per-client TFRecord files',
       allow_abbrev=False)
@@ -67,6 +62,17 @@ def _parser():
                      help='the directory to write (local or a URL); Beam '
                      'filesystem flags such as --s3_endpoint_url apply')
   return parser
+
+
+def add_engine_arguments(parser):
+  """The flags that shape the pipelines, not the results (shared with the
+  pipelines' command lines)."""
+  parser.add_argument('--rounds-per-pipeline', type=int, default=None,
+                      help='rounds chained in one Beam pipeline (default: '
+                      'decided by measurement)')
+  parser.add_argument('--clients-per-element', type=int, default=None,
+                      help='clients one pipeline element runs (default: '
+                      'enough elements to keep every worker busy)')
 
 
 def beam_options(flags, program='beam_runner'):

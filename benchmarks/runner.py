@@ -30,6 +30,11 @@ exactly what each kind measures):
            one thread per process in both (threads 1), or on its default
            threading in both (threads default); the Dask run also with its
            files on a local S3 server.
+The rows behind the judged ratios (the CNN pairs of loop and Dask rows, and
+the small form's in-process rounds row with its loop) are measured --repeats
+times, the pairs interleaved, and each ratio is judged on its median: on a
+shared machine one pair can land in a slow minute (one run's CNN loop took
+8.7 s a round where it usually takes 6.4 s).
 `cpu_seconds` is the CPU time (user + system) of the row's process per
 measured round (the driver, or the loop in loop rows), `workers_cpu_seconds`
 that of the Dask workers together, `local_cpu_seconds` the loop's in rows
@@ -52,12 +57,13 @@ measured), in the JSON and as printed lines.
 Usage (from the repository root):
   python -m benchmarks.runner [--quick] [--sizes 1,10,100,1000]
       [--memory-sizes 100,1000,10000] [--rounds 10] [--cnn-rounds 3]
-      [--no-cnn] [--no-s3] [--workers 2] [--json PATH]
+      [--repeats 3] [--no-cnn] [--no-s3] [--workers 2] [--json PATH]
 """
 
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -136,6 +142,8 @@ def describe(row):
   if row.get('threads'):
     parts.append(f'{row["threads"]} thread' +
                  ('' if row['threads'] == '1' else 's'))
+  if row.get('repeat'):
+    parts.append(f'(repeat {row["repeat"] + 1})')
   return ' '.join(parts)
 
 
@@ -143,12 +151,13 @@ def link_rows(rows):
   """Figures that compare rows measured in different processes.
 
   A CNN Dask row's `local_seconds` is the CNN loop row's of the same
-  threading, and its ratio follows. An S3 row's `s3_over_local` is its round
+  threading and repeat, and its ratio follows. An S3 row's `s3_over_local` is its round
   time over the same row's on local disk; `s3_judged` says whether the S3
   target is judged on it (the CNN run) or it is only reported."""
   for row in rows:
     if row['kind'] == 'cnn' and row['mode'] != 'loop':
-      loop = find(rows, kind='cnn', mode='loop', threads=row['threads'])
+      loop = find(rows, kind='cnn', mode='loop', threads=row['threads'],
+                  repeat=row.get('repeat', 0))
       if loop is not None:
         row['local_seconds'] = loop['round_seconds']
         row['ratio'] = row['round_seconds'] / loop['round_seconds']
@@ -161,18 +170,27 @@ def link_rows(rows):
         row['s3_judged'] = row['kind'] == 'cnn'
 
 
-def find(rows, **want):
-  """The first row with these values (storage defaults to local)."""
+_UNSAID = {'storage': 'local', 'repeat': 0}  # What a row without the key is.
+
+
+def find_all(rows, **want):
+  """The rows with these values (storage defaults to local; any repeat)."""
   want.setdefault('storage', 'local')
-  for row in rows:
-    if all(row.get(k, 'local' if k == 'storage' else None) == v
-           for k, v in want.items()):
-      return row
-  return None
+  return [row for row in rows
+          if all(row.get(k, _UNSAID.get(k)) == v for k, v in want.items())]
 
 
-def _ratio_of(row):
-  return None if row is None else row.get('ratio')
+def find(rows, **want):
+  """The first row with these values (storage local, repeat 0 by default)."""
+  want.setdefault('repeat', 0)
+  found = find_all(rows, **want)
+  return found[0] if found else None
+
+
+def _ratios(rows, **want):
+  """(median, every ratio) of the matching rows that have one."""
+  ratios = [r['ratio'] for r in find_all(rows, **want) if r.get('ratio')]
+  return (statistics.median(ratios) if ratios else None), ratios
 
 
 def _s3_ratio(rows, **want):
@@ -196,21 +214,24 @@ def targets(rows, rounds_clients=100, workers=2):
   result = {}
   for threads, target in (('1', CNN_ONE_THREAD_TARGET),
                           ('default', CNN_DEFAULT_THREADS_TARGET)):
-    dask = find(rows, kind='cnn', mode='dask', threads=threads)
+    pairs = find_all(rows, kind='cnn', mode='dask', threads=threads)
     name, label = ('one_thread', 'one TF thread per process') if \
         threads == '1' else ('default_threads', 'TF default threading')
+    median, ratios = _ratios(rows, kind='cnn', mode='dask', threads=threads)
     result[f'cnn_dask_over_loop_{name}'] = judge(
         f'CNN, {runner_rows.CNN["clients_per_round"]} clients/round: Dask '
-        f'({workers} workers) over the local loop, {label}',
-        _ratio_of(dask), target,
-        dask_seconds=dask and dask['round_seconds'],
-        loop_seconds=dask and dask.get('local_seconds'))
+        f'({workers} workers) over the local loop, {label}, median of '
+        'the pairs', median, target, ratios=ratios,
+        dask_seconds=[r['round_seconds'] for r in pairs],
+        loop_seconds=[r.get('local_seconds') for r in pairs])
   small = find(rows, kind='rounds', mode='in_memory', clients=rounds_clients)
+  median, ratios = _ratios(rows, kind='rounds', mode='in_memory',
+                           clients=rounds_clients)
   result['rounds_in_memory_over_loop'] = judge(
       f'small form, {rounds_clients} clients: in-process Beam over the local '
       f'loop, mean of {small["rounds"] if small else "N"} rounds in one run '
-      'call', _ratio_of(small), ROUNDS_RATIO_TARGET, clients=rounds_clients,
-      rounds=small and small['rounds'])
+      'call, median of the runs', median, ROUNDS_RATIO_TARGET,
+      clients=rounds_clients, rounds=small and small['rounds'], ratios=ratios)
   fixed = find(rows, kind='time', mode='dask', clients=1)
   in_one_call = find(rows, kind='rounds', mode='dask', clients=1)
   direct = find(rows, kind='time', mode='multi_processing', clients=1)
@@ -284,6 +305,8 @@ def target_lines(judged):
       verdict = (f'{t["figure"]:.2f}{unit} (target {t["comparison"]} '
                  f'{t["target"]}{unit}): ' + ('met' if t['met'] else 'missed'))
     extra = ''
+    if len(t.get('ratios') or ()) > 1:
+      extra = ' [each: ' + ', '.join(f'{r:.2f}' for r in t['ratios']) + ']'
     if name == 'dask_fixed_cost':
       more = [f'{label} {t[key]:.2f} s' for key, label in (
           ('in_one_run_call_seconds', 'per round within one run call'),
@@ -322,8 +345,8 @@ def plan(args):
                      f'from {",".join(KINDS)}.')
   tasks = [dict(kind='time', clients=n, mode=m) for m in modes
            for n in (dask_sizes if m == 'dask' else sizes)]
-  tasks.append(dict(kind='rounds', clients=rounds_clients, mode='in_memory',
-                    rounds=args.rounds))
+  tasks += [dict(kind='rounds', clients=rounds_clients, mode='in_memory',
+                 rounds=args.rounds, repeat=n) for n in range(args.repeats)]
   if args.s3:
     tasks.append(dict(kind='rounds', clients=rounds_clients,
                       mode='in_memory', rounds=args.rounds, storage='s3'))
@@ -336,9 +359,10 @@ def plan(args):
   if args.cnn and 'cnn' in kinds:
     cnn = dict(kind='cnn', clients=runner_rows.CNN['clients_per_round'],
                rounds=args.cnn_rounds)
-    for threads in THREADINGS:
-      tasks += [dict(cnn, mode='loop', threads=threads),
-                dict(cnn, mode='dask', threads=threads)]
+    for n in range(args.repeats):
+      for threads in THREADINGS:
+        tasks += [dict(cnn, mode='loop', threads=threads, repeat=n),
+                  dict(cnn, mode='dask', threads=threads, repeat=n)]
     if args.s3:
       tasks.append(dict(cnn, mode='dask', threads='1', storage='s3'))
   return tasks, rounds_clients
@@ -378,6 +402,10 @@ def main(argv=None):
                       'on 127.0.0.1 in the row\'s process; default: yes)')
   parser.add_argument('--kinds', help=f'the kinds of rows to measure '
                       f'(default {",".join(KINDS)}; cnn also needs --cnn)')
+  parser.add_argument('--repeats', type=int, default=None, help='times '
+                      'the rows behind the judged ratios are measured, '
+                      'interleaved; each ratio is judged on its median '
+                      '(default 3; --quick: 1)')
   parser.add_argument('--workers', type=int, default=2, help='worker '
                       'processes of the multi_processing and Dask rows '
                       '(default 2)')
@@ -392,14 +420,17 @@ def main(argv=None):
     args.rounds = 3 if args.quick else 10
   if args.cnn is None:
     args.cnn = not args.quick
+  if args.repeats is None:
+    args.repeats = 1 if args.quick else 3
   if args.cnn_rounds is None:
     args.cnn_rounds = min(3, args.rounds)
-  for name in ('rounds', 'cnn_rounds', 'workers'):
+  for name in ('rounds', 'cnn_rounds', 'workers', 'repeats'):
     if getattr(args, name) < 1:
       parser.error(f'--{name.replace("_", "-")} must be at least 1.')
   tasks, rounds_clients = plan(args)
   settings = dict(workers=args.workers, rounds=args.rounds,
                   cnn_rounds=args.cnn_rounds, rounds_clients=rounds_clients,
+                  repeats=args.repeats,
                   quick=args.quick, cnn=runner_rows.CNN if args.cnn else None)
   settings['cpus'] = os.cpu_count()
   settings['parallel_speedup'] = parallel_speedup(args.workers)

@@ -391,6 +391,7 @@ def measure(task):
   row.update(
       kind=task['kind'], clients=task['clients'], mode=task['mode'],
       storage=task.get('storage', 'local'), threads=task.get('threads'),
+      repeat=task.get('repeat', 0),
       peak_rss_mb=peak, base_rss_mb=base,
       workers_peak_rss_mb=max(workers.peaks.values(), default=0.0),
       total_peak_rss_mb=max(peak, workers.total),

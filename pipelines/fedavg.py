@@ -34,6 +34,7 @@ import tensorflow as tf
 
 import beam_runner
 import canonical
+from beam_runner import __main__ as beam_cli
 from beam_runner import engines
 from beam_runner import run_dir as run_dir_lib
 from canonical import storage
@@ -413,14 +414,8 @@ def build_parser(prog='python -m pipelines.fedavg'):
   compress.add_argument('--error-feedback', action='store_true',
                         help='each client keeps what its aggregation encoder '
                         'dropped and adds it to its next update')
-  engine = parser.add_argument_group(
-      'engine (speed only: results are the same)')
-  engine.add_argument('--rounds-per-pipeline', type=int, default=None,
-                      help='rounds chained in one Beam pipeline (default: '
-                      'decided by measurement)')
-  engine.add_argument('--clients-per-element', type=int, default=None,
-                      help='clients one pipeline element runs (default: '
-                      'enough elements to keep every worker busy)')
+  beam_cli.add_engine_arguments(parser.add_argument_group(
+      'engine (speed only: results are the same)'))
   parser.add_argument('--output-dir', default=defaults.output_dir,
                       help='a local directory or a URL (s3://bucket/path)')
   parser.add_argument('--verbose', action='store_true',
@@ -437,7 +432,6 @@ def config_from_args(args):
 def main(argv=None):
   parser = build_parser()
   args, beam_flags = parser.parse_known_args(argv)
-  from beam_runner import __main__ as beam_cli  # pylint: disable=g-import-not-at-top
   try:
     options = beam_cli.beam_options(beam_flags, 'pipelines.fedavg')
     storage.configure(options)
