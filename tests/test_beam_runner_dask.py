@@ -61,6 +61,34 @@ class CountingClientData(beam_runner.TFRecordClientData):
     return super().read(client_id, spec)
 
 
+def _worker_settings():
+  import dask  # pylint: disable=g-import-not-at-top
+  return dict(trim=os.environ.get('MALLOC_TRIM_THRESHOLD_'),
+              intra=os.environ.get('TF_NUM_INTRAOP_THREADS'),
+              profile=dask.config.get('distributed.worker.profile.enabled'),
+              tick=dask.config.get('distributed.admin.tick.interval'),
+              memory=dask.config.get(
+                  'distributed.worker.memory.monitor-interval'))
+
+
+def test_local_cluster_workers_are_quiet_and_single_threaded(dask_address):
+  # Their wake-ups and a malloc trim threshold slow TensorFlow (see
+  # engines.QUIET_CLUSTER_SETTINGS); the driver's own settings stay as they
+  # were.
+  import dask  # pylint: disable=g-import-not-at-top
+  client = engines.connect(dask_address)
+  try:
+    found = client.run(_worker_settings)
+  finally:
+    client.close()
+  assert len(found) == 2
+  for settings in found.values():
+    assert settings == dict(trim=None, intra='1', profile=False, tick='1s',
+                            memory='1s')
+  assert dask.config.get('distributed.worker.profile.enabled') is True
+  assert dask.config.get('distributed.admin.tick.interval') == '20ms'
+
+
 def test_each_client_works_exactly_once_per_round_spread_over_workers(
     dask_address, tmp_path):
   form = cf.compile(client_state_process())
