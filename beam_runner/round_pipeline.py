@@ -266,6 +266,9 @@ class WorkFn(_FormFn, beam.DoFn):
       raise ClientDropped(UNREADABLE_STATE, _message(e)) from e
 
 
+_NONE = object()  # No item left.
+
+
 def _in_order(function, items, threads):
   """`function(item)` for each item, in order; with `threads`, up to that
   many run ahead in a thread pool (remote reads wait on the network)."""
@@ -279,8 +282,9 @@ def _in_order(function, items, threads):
       pending.append(pool.submit(function, item))
     while pending:
       result = pending.popleft().result()
-      for item in itertools.islice(items, 1):
-        pending.append(pool.submit(function, item))
+      following = next(items, _NONE)
+      if following is not _NONE:
+        pending.append(pool.submit(function, following))
       yield result
 
 

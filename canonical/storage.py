@@ -433,6 +433,17 @@ def delete(paths):
     raise _remote_error('delete', (s3 or others)[0], e) from None
 
 
+def delete_empty_directory(directory):
+  """Deletes a local directory if it is empty (others' files stay); object
+  stores have no directories, so there it does nothing."""
+  directory = os.fspath(directory)
+  if is_local(directory):
+    try:
+      os.rmdir(_local(directory))
+    except OSError:
+      pass
+
+
 def delete_tree(directory):
   """Deletes a directory and everything below it; missing is fine."""
   directory = os.fspath(directory)

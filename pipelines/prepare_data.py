@@ -166,8 +166,9 @@ def prepare(dataset, output_dir, num_clients, scheme='iid', alpha=0.5,
   that cannot be reached `engines.EngineError`, both before anything is
   written.
   """
-  if storage.options_of(engines.pipeline_options_of(pipeline_options)):
-    storage.configure(engines.pipeline_options_of(pipeline_options))
+  options = engines.pipeline_options_of(pipeline_options)
+  if storage.options_of(options):
+    storage.configure(options)
   output_dir = storage.absolute(output_dir)
   params = _parameters(dataset, num_clients, scheme, alpha, shards_per_client,
                        batch_size, seed)
@@ -281,11 +282,7 @@ def _delete_staging(output_dir, paths=None):
     storage.delete(paths)
   except storage.StorageError as e:
     _log.warning('Could not delete staging files in %s: %s', staging_dir, e)
-  if storage.is_local(staging_dir):  # Object stores have no directories.
-    try:
-      os.rmdir(staging_dir)  # Only if empty: others' staging files stay.
-    except OSError:
-      pass
+  storage.delete_empty_directory(staging_dir)  # Others' staging files stay.
 
 
 def _delete_other_clients(output_dir, ids):

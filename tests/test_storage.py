@@ -40,6 +40,18 @@ def test_write_read_list_delete(root):
   assert storage.list_files(root) == []
 
 
+def test_only_an_empty_directory_is_deleted(root):
+  kept, emptied = storage.join(root, 'kept'), storage.join(root, 'emptied')
+  storage.write_bytes(storage.join(kept, 'a.bin'), b'a')
+  storage.write_bytes(storage.join(emptied, 'b.bin'), b'b')
+  storage.delete([storage.join(emptied, 'b.bin')])
+  storage.delete_empty_directory(kept)
+  storage.delete_empty_directory(emptied)
+  storage.delete_empty_directory(storage.join(root, 'missing'))
+  assert storage.list_files(root) == ['kept/a.bin']
+  assert not storage.exists(emptied)
+
+
 def test_reading_a_missing_file_is_not_found(root):
   with pytest.raises(storage.NotFound, match='nothing.bin'):
     storage.read_bytes(storage.join(root, 'nothing.bin'))
