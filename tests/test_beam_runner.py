@@ -123,6 +123,28 @@ def test_form_source_pickles_as_a_small_token():
   assert beam_runner.FormSource.of(source) is source
 
 
+def test_a_round_of_one_element_is_one_step():
+  """Work and Update fuse where there is nothing to merge (each step costs
+  the runner ~10 ms); rounds of several elements merge in a combine."""
+  import types  # pylint: disable=g-import-not-at-top
+  import apache_beam as beam  # pylint: disable=g-import-not-at-top
+
+  def plan(number, elements):
+    return round_pipeline.RoundPlan(
+        types.SimpleNamespace(round=number), 'state', ['a', 'b'],
+        [[round_pipeline.ClientTask('a')], [round_pipeline.ClientTask('b')]
+        ][:elements])
+
+  pipeline = beam.Pipeline()
+  engine = types.SimpleNamespace(spreads_at_reshuffle=False)
+  round_pipeline.build(pipeline, engine, None, None,
+                       [plan(1, 1), plan(2, 2), plan(3, 1)], min_clients=1)
+  steps = [part.full_label for part in pipeline.transforms_stack[0].parts
+           if part.full_label.startswith('Round')]
+  assert steps == ['Round1WorkThenUpdate', 'Round2Work', 'Round2Aggregate',
+                   'Round2Update', 'Round3WorkThenUpdate']
+
+
 def test_sampling_is_a_pure_function_of_seed_and_round():
   ids = [f'c{i}' for i in range(20)]
   first = beam_runner.sample_clients(ids, 5, seed=3, round_number=1)
