@@ -19,6 +19,7 @@ from canonical import storage
 from canonical.form import FormError
 from canonical.saving import canonical_form_pb2
 from canonical.saving import envelope
+from canonical.saving import graph_checks
 from canonical.saving import graph_piece
 from canonical.saving import op_allowlist
 from canonical.saving import structure_coding
@@ -54,8 +55,9 @@ def to_proto(form):
 
 
 def to_bytes(form):
-  """The file contents of `form`: envelope and serialized `fedcanon.Form`."""
-  return envelope.wrap(to_proto(form).SerializeToString())
+  """The file contents of `form`: envelope and serialized `fedcanon.Form`;
+  the same form gives the same bytes (protobuf maps in a fixed order)."""
+  return envelope.wrap(to_proto(form).SerializeToString(deterministic=True))
 
 
 def save(form, path):
@@ -136,6 +138,10 @@ def _load_piece(proto, where, allowed, allow_any_op):
   for function in graph_def.library.function:
     for node in function.node_def:
       node.device = ''
+  try:
+    graph_checks.seal(graph_def)
+  except graph_checks.GraphCheckError as e:
+    raise FormError(f'{what}: {e}.') from None
   try:
     return graph_piece.GraphPiece(proto.name, graph_def, input_specs,
                                   proto.input_tensors, output_spec,

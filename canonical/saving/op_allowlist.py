@@ -82,8 +82,10 @@ def ops_of(graph_def):
 
 
 def refused_op(graph_def, allowed):
-  """The first `(op, where)` of `graph_def` not in `allowed`, or None."""
+  """The first `(op, where)` of `graph_def` not in `allowed` (nor a call of
+  one of its own functions), or None."""
+  own = {function.signature.name for function in graph_def.library.function}
   for op, where in ops_of(graph_def):
-    if op not in allowed:
+    if op not in allowed and op not in own:
       return op, where
   return None
