@@ -10,6 +10,7 @@ import inspect
 
 import tensorflow as tf
 
+from canonical import dataset_seeds
 from canonical import ir
 from canonical import types as ft
 
@@ -36,8 +37,7 @@ FORBIDDEN_OPS = {
         'StatefulUniformFullInt', 'StatefulStandardNormal',
         'StatefulStandardNormalV2', 'StatefulTruncatedNormal',
         'StatefulRandomBinomial', 'RngSkip', 'RngReadAndSkip',
-        'NonDeterministicInts', 'AnonymousRandomSeedGenerator',
-        'AnonymousSeedGenerator', 'DummySeedGenerator',
+        'NonDeterministicInts',
     ], _STATEFUL_RANDOM),
     **dict.fromkeys(['PyFunc', 'PyFuncStateless', 'EagerPyFunc'], _PYTHON),
     **dict.fromkeys([
@@ -70,14 +70,15 @@ def _is_spec_structure(value):
       isinstance(leaf, (tf.TensorSpec, tf.data.DatasetSpec)) for leaf in leaves)
 
 
-def graph_op_types(concrete_function):
+def graph_op_types(concrete_function, graph_def=None):
   """`(op type, node name)` of a concrete function's graph and its whole library.
 
   The library holds every function the graph calls, however deeply: nested
   `tf.function`s, while-loop and cond branches, dataset `reduce` / `map`
   bodies.
   """
-  graph_def = concrete_function.graph.as_graph_def()
+  if graph_def is None:
+    graph_def = concrete_function.graph.as_graph_def()
   types = [(node.op, node.name) for node in graph_def.node]
   for function in graph_def.library.function:
     types.extend((node.op, node.name) for node in function.node_def)
@@ -113,18 +114,23 @@ def _func_graphs(graph):
 
 
 def impure_ops(concrete_function):
-  """Every forbidden op of a concrete function (library included), located."""
-  forbidden = [(t, n) for t, n in graph_op_types(concrete_function)
-               if forbidden_reason(t)]
-  if not forbidden:
+  """Every forbidden op of a concrete function (library included), and every
+  dataset shuffle or sample without a seed, located."""
+  graph_def = concrete_function.graph.as_graph_def()
+  reasons = {(t, n): forbidden_reason(t)
+             for t, n in graph_op_types(concrete_function, graph_def)
+             if forbidden_reason(t)}
+  for found in dataset_seeds.unseeded(graph_def):
+    reasons[found] = dataset_seeds.UNSEEDED
+  if not reasons:
     return []
   located = {}
   for graph in _func_graphs(concrete_function.graph):
     for op in graph.get_operations():
-      if forbidden_reason(op.type):
+      if (op.type, op.name) in reasons:
         located.setdefault((op.type, op.name), ir.location_of_tf_op(op))
-  found = [Impurity(t, n, forbidden_reason(t), located.get((t, n)))
-           for t, n in forbidden]
+  found = [Impurity(t, n, reason, located.get((t, n)))
+           for (t, n), reason in reasons.items()]
   # The located ones first: they name the user's line.
   return sorted(found, key=lambda i: i.location is None)
 

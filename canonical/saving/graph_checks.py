@@ -14,13 +14,16 @@ piece is sealed here first:
 - every constant's tensor matches its declared type and shape; one stated by
   a few values repeated (a proto may state one value for any shape: a small
   file that would allocate gigabytes) expands to at most
-  `MAX_EXPANDED_CONSTANT_BYTES`.
+  `MAX_EXPANDED_CONSTANT_BYTES`;
+- no dataset shuffle or sample draws from OS entropy (dataset_seeds.py).
 """
 
 import hashlib
 
 import numpy as np
 import tensorflow as tf
+
+from canonical import dataset_seeds
 
 MAX_EXPANDED_CONSTANT_BYTES = 256 << 20
 _FORBIDDEN_CONSTANT_DTYPES = (tf.resource, tf.variant)
@@ -59,6 +62,8 @@ def seal(graph_def):
   for node, where in _nodes(graph_def):
     if node.op == 'Const':
       _check_constant(node, where)
+  for op, name in dataset_seeds.unseeded(graph_def):
+    raise GraphCheckError(f'node {name!r} ({op}) {dataset_seeds.UNSEEDED}')
   _rename(graph_def, defined)
 
 

@@ -4,7 +4,8 @@ A form file may come from anywhere, and running a piece runs every op in its
 graph. The default allows the op libraries of pure in-memory computation
 (math, nn, array, bitwise, control flow, function calls, stateless random,
 linalg, strings, parsing, sparse, ragged, tensor lists, datasets built from
-tensors), minus their members that touch files, other processes or the
+tensors and their pure transformations, seeded shuffles and samples), minus
+their members that touch files, other processes or the
 interpreter, and minus stateful ops other than a few known harmless ones
 (function calls, Assert, dataset iteration). Everything else is refused:
 `PyFunc` / `EagerPyFunc` (Python code), file and network I/O (`ReadFile`,
@@ -38,6 +39,32 @@ _HARMLESS_STATEFUL = frozenset({
     'IteratorGetNext', 'IteratorGetNextSync', 'IteratorGetNextAsOptional',
 })
 
+# Pure transformations of tf.data's experimental library (which also holds
+# file readers, snapshots and data services: those stay refused).
+_PURE_EXPERIMENTAL_DATASETS = frozenset({
+    'ScanDataset', 'ExperimentalScanDataset', 'TakeWhileDataset',
+    'ExperimentalTakeWhileDataset', 'UnbatchDataset',
+    'ExperimentalUnbatchDataset', 'UniqueDataset', 'ExperimentalUniqueDataset',
+    'SlidingWindowDataset', 'ExperimentalSlidingWindowDataset',
+    'GroupByWindowDataset', 'ExperimentalGroupByWindowDataset',
+    'DenseToSparseBatchDataset', 'ExperimentalDenseToSparseBatchDataset',
+    'MapAndBatchDataset', 'ExperimentalMapAndBatchDataset',
+    'DirectedInterleaveDataset', 'ExperimentalDirectedInterleaveDataset',
+    'ParallelInterleaveDataset', 'LegacyParallelInterleaveDatasetV2',
+    'IgnoreErrorsDataset', 'ExperimentalIgnoreErrorsDataset',
+    'RebatchDataset', 'RebatchDatasetV2', 'AssertCardinalityDataset',
+    'ParseExampleDatasetV2', 'MaxIntraOpParallelismDataset',
+    'PrivateThreadPoolDataset', 'ExperimentalMapDataset',
+})
+
+# Seeded randomness of tf.data: pure once its seeds are (dataset_seeds.py
+# refuses the constant zero pair, which draws OS entropy).
+_SEEDED_DATASETS = frozenset({
+    'ShuffleDatasetV3', 'ShuffleAndRepeatDatasetV2', 'DummySeedGenerator',
+    'AnonymousSeedGenerator', 'DeleteSeedGenerator', 'RandomDataset',
+    'RandomDatasetV2',
+})
+
 # Stateless ops of those libraries that still reach outside the process.
 _REFUSED = frozenset({
     'Abort',             # ends the process
@@ -56,7 +83,8 @@ def default_allowed_ops():
   """The op names a form may hold by default (computed once per process)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from tensorflow.python.framework import op_def_registry  # pylint: disable=g-import-not-at-top
-  allowed = {'Placeholder', 'Const', 'NoOp'}
+  allowed = {'Placeholder', 'Const', 'NoOp', *_PURE_EXPERIMENTAL_DATASETS,
+             *_SEEDED_DATASETS}
   for name in dir(tf.raw_ops):
     if name.startswith('_') or name in _REFUSED:
       continue
