@@ -46,6 +46,7 @@ class Piece:
 
   def __post_init__(self):
     self.input_specs = tuple(self.input_specs)
+    self._takes_datasets = ft.has_dataset(self.input_specs)
 
   @property
   def concrete_function(self):
@@ -74,10 +75,21 @@ class Piece:
           self.concrete_function.structured_outputs)
     return self._output_spec
 
+  def raise_for_mismatch(self, member, value):
+    """A FederatedError if a dataset in `value` has elements of another type
+    than `member` says (TF would fail mid-run, naming no piece)."""
+    mismatch = ft.dataset_mismatch(member, value)
+    if mismatch:
+      raise ir.FederatedError(
+          f'Piece {self.name!r} {self.input_signature()}: expected '
+          f'{mismatch[0]}, got {mismatch[1]}.')
+
   def __call__(self, *args):
     if len(args) != len(self.input_specs):
       raise TypeError(f'Piece {self.name!r} takes {len(self.input_specs)} '
                       f'arguments {self.input_signature()}, got {len(args)}.')
+    if self._takes_datasets:
+      self.raise_for_mismatch(self.input_specs, args)
     try:
       return self.concrete_function(*args)
     except TypeError as e:

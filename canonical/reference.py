@@ -27,18 +27,34 @@ def run(computation, *args):
     raise ir.FederatedError(f'{computation.name!r} takes '
                             f'{len(graph.parameters)} arguments, got {len(args)}.')
   num_clients = None
-  for param, arg in zip(graph.parameters, args):
+  for number, (param, arg) in enumerate(zip(graph.parameters, args)):
     if param.placement == ft.CLIENTS:
       if num_clients not in (None, len(arg)):
         raise ir.FederatedError('CLIENTS arguments must have one entry per '
                                 f'client: got lengths {num_clients} and '
                                 f'{len(arg)}.')
       num_clients = len(arg)
+    _check_datasets(computation, number, param, arg)
   env = {id(p): a for p, a in zip(graph.parameters, args)}
   for op in graph.ops:
     inputs = [env[id(v)] for v in op.inputs]
     env[id(op.output)] = _run_op(op, inputs, num_clients or 0)
   return tf.nest.map_structure(lambda v: env[id(v)], graph.result)
+
+
+def _check_datasets(computation, number, param, arg):
+  """A FederatedError naming the computation, argument and client whose
+  dataset has elements of another type than the parameter's."""
+  if not ft.has_dataset(param.member):
+    return
+  per_client = param.placement == ft.CLIENTS
+  for client, value in enumerate(arg if per_client else [arg]):
+    mismatch = ft.dataset_mismatch(param.member, value)
+    if mismatch:
+      whose = f' (client {client})' if per_client else ''
+      raise ir.FederatedError(
+          f'{computation.name!r} argument {number}{whose}: expected '
+          f'{mismatch[0]}, got {mismatch[1]}.')
 
 
 def run_round(process, state, client_data, client_states=None):

@@ -5,6 +5,7 @@ import dataclasses
 import enum
 
 import tensorflow as tf
+from tensorflow.python.util import nest
 
 
 class Placement(enum.Enum):
@@ -88,6 +89,30 @@ def same_member(a, b):
     return (isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)) and
             len(a) == len(b) and all(same_member(x, y) for x, y in zip(a, b)))
   return _compatible(a, b)
+
+
+def has_dataset(member):
+  return any(isinstance(leaf, tf.data.DatasetSpec)
+             for leaf in tf.nest.flatten(member))
+
+
+def dataset_mismatch(member, value):
+  """`(expected, actual)` descriptions for the first dataset of `value` (a
+  structure shaped like `member`) whose elements do not fit the member's
+  DatasetSpec, or None. TensorFlow itself would fail mid-run on it with
+  "Type mismatch: actual int32 vs. expect float", naming no piece."""
+  try:
+    values = nest.flatten_up_to(member, value, check_types=False)
+  except (TypeError, ValueError):
+    return None  # Not this check's business: the call itself says why.
+  for spec, leaf in zip(tf.nest.flatten(member), values):
+    if not isinstance(spec, tf.data.DatasetSpec):
+      continue
+    if not isinstance(leaf, tf.data.Dataset):
+      return describe(spec), type(leaf).__name__
+    if not same_member(leaf.element_spec, spec.element_spec):
+      return describe(spec), describe(spec_of(leaf))
+  return None
 
 
 def _compatible(a, b):

@@ -107,3 +107,23 @@ def test_a_shuffle_without_a_seed_is_refused_at_load():
   with pytest.raises(cf.FormError, match=r"piece 'work': node .*"
                      r"\(ShuffleDatasetV3\) draws from OS entropy"):
     form_file.from_bytes(data, 'unseeded.pb')
+
+
+def test_a_dataset_of_the_wrong_type_is_named_in_every_executor():
+  process = _process(lambda ds: ds.reduce(0.0, _add))
+  form = cf.compile(process)
+  loaded = form_file.from_bytes(form_file.to_bytes(form))
+  good = _clients()[:1]
+  wrong = good + [tf.data.Dataset.from_tensor_slices(
+      np.ones((4, 3), np.int32)).batch(2)]
+  state = form.initialize()
+  piece = (r"Piece 'work' \(Dataset<float32\[\?,3\]>, <>\): expected "
+           r"Dataset<float32\[\?,3\]>, got Dataset<int32\[\?,3\]>\.")
+  for executed in (form, loaded):
+    cf.run_round(executed, state, good)
+    with pytest.raises(cf.FederatedError, match=piece):
+      cf.run_round(executed, state, wrong)
+  with pytest.raises(cf.FederatedError, match=r"'next_fn' argument 1 "
+                     r'\(client 1\): expected Dataset<float32\[\?,3\]>, got '
+                     r'Dataset<int32\[\?,3\]>\.'):
+    cf.reference.run_round(process, state, wrong)

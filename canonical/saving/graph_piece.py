@@ -105,12 +105,7 @@ class GraphPiece(form_lib.Piece):
   def _feed(self, spec, value):
     """The tensor fed for one input: a dataset's variant, or a checked tensor."""
     if isinstance(spec, tf.data.DatasetSpec):
-      if not isinstance(value, tf.data.Dataset) or not ft.same_member(
-          value.element_spec, spec.element_spec):
-        found = (ft.describe(ft.spec_of(value)) if isinstance(
-            value, tf.data.Dataset) else type(value).__name__)
-        raise TypeError(f'Piece {self.name!r} {self.input_signature()}: '
-                        f'expected {ft.describe(spec)}, got {found}.')
+      self.raise_for_mismatch(spec, value)
       return value._variant_tensor  # pylint: disable=protected-access
     tensor = tf.convert_to_tensor(value, dtype_hint=spec.dtype)
     if tensor.dtype != spec.dtype or not tensor.shape.is_compatible_with(
