@@ -50,6 +50,11 @@ def _parser():
   run.add_argument('--seed', type=int, default=0, help='sampling seed')
   run.add_argument('--min-clients', type=int, default=1,
                    help='fail a round if fewer clients succeed')
+  run.add_argument('--non-finite', default='drop',
+                   choices=('drop', 'drop_nan', 'keep'),
+                   help='which values in a client\'s update or new state '
+                   'drop it: NaN or +-Inf (drop, the default), NaN only '
+                   '(drop_nan), none (keep)')
   add_engine_arguments(run)
   write = commands.add_parser(
       'write-clients', help='write client data as per-client TFRecord files',
@@ -96,11 +101,12 @@ def run_command(args, flags):
   options = beam_options(flags)
   storage.configure(options)
   for name in ('rounds', 'clients_per_round', 'min_clients',
-               'rounds_per_pipeline', 'clients_per_element'):
+               'rounds_per_pipeline', 'clients_per_element', 'seed'):
     value = getattr(args, name)
-    if value is not None and value < (0 if name == 'rounds' else 1):
-      raise UsageError(f'--{name.replace("_", "-")} must be '
-                       f'{"0 or more" if name == "rounds" else "1 or more"}.')
+    least = 0 if name in ('rounds', 'seed') else 1
+    if value is not None and value < least:
+      raise UsageError(f'--{name.replace("_", "-")} must be {least} or '
+                       'more.')
   try:
     if not storage.exists(args.form) or (storage.is_local(args.form) and
                                          not os.path.isfile(args.form)):
@@ -110,7 +116,7 @@ def run_command(args, flags):
   result = beam_runner.run(
       args.form, args.clients, args.rounds, args.clients_per_round,
       args.output, pipeline_options=options, seed=args.seed,
-      min_clients=args.min_clients,
+      min_clients=args.min_clients, non_finite=args.non_finite,
       rounds_per_pipeline=args.rounds_per_pipeline,
       clients_per_element=args.clients_per_element)
   print(f'{result.rounds} rounds committed in {result.output_dir}; state: '

@@ -21,7 +21,8 @@ reaches workers as a `FormSource`, loaded once per process, and every file
 goes through `canonical.storage`, so a run directory may be on s3://.
 
 A client whose work fails (its data or state cannot be read, its work raises,
-or its U or new state holds a NaN or Inf) is dropped: it adds nothing, keeps
+or its U or new state holds a NaN or Inf, under the default `non_finite`
+policy) is dropped: it adds nothing, keeps
 its old state and is counted with its reason. A round whose update cannot
 run (too few clients, an error) records why and ends the chain there; the
 driver commits the rounds before it.
@@ -53,6 +54,14 @@ UNREADABLE_STATE = 'unreadable client state'
 NON_FINITE_UPDATE = 'non-finite update'
 NON_FINITE_STATE = 'non-finite client state'
 WORK_FAILED = 'work failed'
+
+# What a client's U or new state may hold (`run(..., non_finite=...)`).
+NON_FINITE_POLICIES = {
+    'drop': 'drop a client whose update or new state holds NaN or +-Inf',
+    'drop_nan': 'drop a client whose update or new state holds NaN; keep '
+                '+-Inf (the identity of a min or max, say)',
+    'keep': 'keep every value: the process\'s own meaning, NaN included',
+}
 
 # Clients named with their error in a round's outcome (the rest are counted).
 MAX_DROPPED_NAMED = 10
@@ -174,11 +183,13 @@ _BROADCAST_LOCK = threading.Lock()
 class WorkFn(_FormFn, beam.DoFn):
   """A batch of clients: <D, C> -> <U, Y> each; yields one partial aggregate."""
 
-  def __init__(self, source, data_source, attempt, storage_options):
+  def __init__(self, source, data_source, attempt, storage_options,
+               non_finite='drop'):
     self._source = source
     self._data = data_source
     self._attempt = attempt
     self._storage_options = storage_options
+    self._non_finite = non_finite
 
   def _load_broadcast(self):
     """C, read once per process and round (runners may make a new WorkFn
@@ -246,10 +257,11 @@ class WorkFn(_FormFn, beam.DoFn):
     except Exception as e:  # pylint: disable=broad-except
       raise ClientDropped(WORK_FAILED, _message(e)) from e
     arrays = tensor_io.flatten(update)
-    if not all_finite(arrays):
+    if not acceptable(arrays, self._non_finite):
       raise ClientDropped(NON_FINITE_UPDATE, 'its update holds NaN or Inf')
     if form.has_client_state:
-      if not all_finite(tensor_io.flatten(new_client_state)):
+      if not acceptable(tensor_io.flatten(new_client_state),
+                        self._non_finite):
         raise ClientDropped(NON_FINITE_STATE,
                             'its new client state holds NaN or Inf')
       tensor_io.write_tensors(
@@ -295,9 +307,12 @@ def _in_order(function, items, threads):
       yield result
 
 
-def all_finite(arrays):
-  """Whether every float or complex value in `arrays` is finite."""
-  return all(np.isfinite(a).all() for a in arrays if a.dtype.kind in 'fc')
+def acceptable(arrays, non_finite):
+  """Whether `arrays` pass the NON_FINITE_POLICIES entry `non_finite`."""
+  if non_finite == 'keep':
+    return True
+  check = np.isfinite if non_finite == 'drop' else lambda a: ~np.isnan(a)
+  return all(check(a).all() for a in arrays if a.dtype.kind in 'fc')
 
 
 def _message(error):
@@ -449,7 +464,8 @@ def write_outcome(attempt, fields):
   storage.write_bytes(attempt.outcome_path, json.dumps(outcome).encode())
 
 
-def build(pipeline, engine, source, data_source, plans, min_clients):
+def build(pipeline, engine, source, data_source, plans, min_clients,
+          non_finite='drop'):
   """Adds the plan's rounds to `pipeline` as one chain; the first round's C
   must already be prepared."""
   options = storage.worker_options()
@@ -459,7 +475,7 @@ def build(pipeline, engine, source, data_source, plans, min_clients):
     next_plan = plans[i + 1] if i + 1 < len(plans) else None
     if engine.spreads_at_reshuffle:
       elements = elements | f'{name}Spread' >> beam.Reshuffle()
-    work = WorkFn(source, data_source, plan.attempt, options)
+    work = WorkFn(source, data_source, plan.attempt, options, non_finite)
     update = UpdateFn(source, options, plan, next_plan, min_clients)
     if len(plan.batches) == 1:
       elements = elements | f'{name}WorkThenUpdate' >> beam.ParDo(

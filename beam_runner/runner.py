@@ -48,6 +48,27 @@ class RunResult:
   output_dir: str
 
 
+# Least values of run's integer arguments (None: the default, for these two).
+_AT_LEAST = {'rounds': 0, 'clients_per_round': 1, 'seed': 0, 'min_clients': 1,
+             'rounds_per_pipeline': 1, 'clients_per_element': 1}
+_OPTIONAL = ('rounds_per_pipeline', 'clients_per_element')
+
+
+def _check_arguments(non_finite, **integers):
+  """ValueError before anything is written, naming the argument."""
+  for name, value in integers.items():
+    if value is None and name in _OPTIONAL:
+      continue
+    if isinstance(value, bool) or not isinstance(value, int) or \
+        value < _AT_LEAST[name]:
+      raise ValueError(f'{name} must be an integer of at least '
+                       f'{_AT_LEAST[name]}, got {value!r}.')
+  if non_finite not in round_pipeline.NON_FINITE_POLICIES:
+    raise ValueError(f'non_finite must be one of '
+                     f'{", ".join(round_pipeline.NON_FINITE_POLICIES)}, got '
+                     f'{non_finite!r}.')
+
+
 def sample_clients(client_ids, clients_per_round, seed, round_number):
   """The ids sampled in a round: a pure function of ids, seed and round."""
   import numpy as np  # pylint: disable=g-import-not-at-top
@@ -61,7 +82,7 @@ def sample_clients(client_ids, clients_per_round, seed, round_number):
 def run(form_or_path, client_data, rounds, clients_per_round, output_dir,
         pipeline_options=None, seed=0, min_clients=1, progress=None,
         evaluate=None, on_round=None, rounds_per_pipeline=None,
-        clients_per_element=None):
+        clients_per_element=None, non_finite='drop'):
   """Runs rounds 1..`rounds` of a form on Beam; returns a `RunResult`.
 
   Args:
@@ -86,6 +107,10 @@ def run(form_or_path, client_data, rounds, clients_per_round, output_dir,
       or Inf in its update or new state) is dropped and counted; a round
       with fewer than `min_clients` successes raises `RoundError`, commits
       nothing and leaves the state as it was.
+    non_finite: which values drop a client: 'drop' (NaN or +-Inf, the
+      default), 'drop_nan' (NaN only: a process whose U may rightly hold
+      +-Inf, such as the identity of a min), 'keep' (none: the process's
+      own meaning).
     progress: called with one line per round (default: printed to stderr).
     evaluate: optional `evaluate(state) -> {name: number}`, called in the
       driver with each round's new server state before the round commits;
@@ -102,13 +127,14 @@ def run(form_or_path, client_data, rounds, clients_per_round, output_dir,
   stage) becomes a line of `output_dir/metrics.jsonl` and TensorBoard
   scalars in `output_dir/tensorboard`.
   """
+  _check_arguments(non_finite, rounds=rounds,
+                   clients_per_round=clients_per_round, seed=seed,
+                   min_clients=min_clients,
+                   rounds_per_pipeline=rounds_per_pipeline,
+                   clients_per_element=clients_per_element)
   options = engines.pipeline_options_of(pipeline_options)
   if storage.options_of(options):  # Else keep this process's settings.
     storage.configure(options)
-  for name, value in (('rounds_per_pipeline', rounds_per_pipeline),
-                      ('clients_per_element', clients_per_element)):
-    if value is not None and (not isinstance(value, int) or value < 1):
-      raise ValueError(f'{name} must be a positive integer, got {value!r}.')
   try:
     out = run_dir.RunDir(output_dir)
   except storage.StorageError as e:
@@ -139,7 +165,8 @@ def run(form_or_path, client_data, rounds, clients_per_round, output_dir,
       source = form_source.FormSource.of(
           canonical.save(form, storage.join(out.directory, FORM_FILE)))
     loop = _RoundLoop(engine, source, form, data, out, min_clients,
-                      evaluate, progress, on_round, clients_per_element)
+                      evaluate, progress, on_round, clients_per_element,
+                      non_finite)
     loop.start()
     loop.run(client_ids, clients_per_round, seed, rounds,
              _PipelineSizer(engine, rounds_per_pipeline))
@@ -181,7 +208,7 @@ class _RoundLoop:
   """The driver's side of a run: plans, pipelines, commits."""
 
   def __init__(self, engine, source, form, data, out, min_clients, evaluate,
-               progress, on_round, clients_per_element):
+               progress, on_round, clients_per_element, non_finite):
     self.engine = engine
     self.source = source
     self.form = form
@@ -192,6 +219,7 @@ class _RoundLoop:
     self.progress = progress
     self.on_round = on_round
     self.clients_per_element = clients_per_element
+    self.non_finite = non_finite
     self.client_states = {}
     self.outcomes = []
     self.rounds = None
@@ -270,7 +298,7 @@ class _RoundLoop:
       if round_pipeline.prepare(self.form, first, state):
         pipeline = self.engine.pipeline(len(first.batches))
         round_pipeline.build(pipeline, self.engine, self.source, self.data,
-                             plans, self.min_clients)
+                             plans, self.min_clients, self.non_finite)
         self.engine.run(pipeline)
     except BaseException as e:
       for plan in plans:

@@ -462,3 +462,67 @@ def test_a_failing_evaluation_fails_the_round_and_commits_nothing(tmp_path):
     beam_runner.run(form, data, 3, 4, tmp_path / 'run',
                     progress=lambda _: None, evaluate=evaluate)
   assert beam_runner.RunDir(tmp_path / 'run').committed_rounds() == [0, 1]
+
+
+def _smallest_process():
+  """Each client's smallest value (+inf for a client without data), and
+  the smallest over clients: +inf is the right U of an empty client."""
+  rows = tf.data.DatasetSpec(F)
+
+  @cf.tf_computation(rows)
+  def smallest(ds):
+    return ds.reduce(tf.constant(np.inf, tf.float32), tf.minimum)
+
+  @cf.federated_computation(cf.server(F), cf.clients(rows))
+  def next_fn(state, data):
+    return state, cf.federated_min(cf.federated_map(smallest, data))
+
+  return cf.IterativeProcess(cf.tf_computation(lambda: tf.constant(0.0)),
+                             next_fn)
+
+
+@pytest.mark.slow
+def test_the_non_finite_policy_decides_which_clients_drop(tmp_path):
+  process = _smallest_process()
+  form = cf.compile(process)
+  empty = tf.data.Dataset.from_tensor_slices(np.zeros([0], np.float32))
+  data = {'a': tf.data.Dataset.from_tensor_slices(np.float32([3.0, 2.0])),
+          'b': empty, 'c': empty}
+  ids = sorted(data)
+  expected = cf.reference.run_round(process, np.float32(0.0),
+                                    [data[i] for i in ids])[1]
+  assert float(expected) == 2.0
+  outcomes = {}
+  for policy in ('drop', 'drop_nan', 'keep'):
+    result = beam_runner.run(form, data, 1, 3, tmp_path / policy,
+                             non_finite=policy, progress=lambda line: None)
+    outcomes[policy] = result.outcomes[0]
+  # +-Inf is a dropped client's only under 'drop'.
+  assert outcomes['drop']['dropped_reasons'] == {'non-finite update': 2}
+  for policy in ('drop_nan', 'keep'):
+    assert outcomes[policy]['clients_ok'] == 3
+    assert outcomes[policy]['metrics'] == {'value': float(expected)}
+  # Only empty clients: the reference's +inf, not a failed round.
+  only_empty = {'b': empty, 'c': empty}
+  result = beam_runner.run(form, only_empty, 1, 2, tmp_path / 'empty',
+                           non_finite='drop_nan', progress=lambda line: None)
+  assert result.outcomes[0]['metrics'] == {'value': float('inf')}
+  with pytest.raises(beam_runner.RoundError, match='0 of 2 clients'):
+    beam_runner.run(form, only_empty, 1, 2, tmp_path / 'empty-drop',
+                    progress=lambda line: None)
+
+
+def test_run_arguments_are_checked_before_anything_is_written(tmp_path):
+  form = cf.compile(_sum_process())
+  data = {'a': np.int32([1, 2, 3])}
+  for arguments, problem in (
+      (dict(seed=-1), 'seed must be an integer of at least 0, got -1'),
+      (dict(clients_per_round=0), 'clients_per_round must be'),
+      (dict(min_clients=0), 'min_clients must be'),
+      (dict(rounds_per_pipeline=0), 'rounds_per_pipeline must be'),
+      (dict(non_finite='ignore'), "non_finite must be one of drop, "
+       "drop_nan, keep, got 'ignore'")):
+    kwargs = dict(dict(clients_per_round=1), **arguments)
+    with pytest.raises(ValueError, match=problem):
+      beam_runner.run(form, data, 1, output_dir=tmp_path / 'run', **kwargs)
+    assert not (tmp_path / 'run').exists()
