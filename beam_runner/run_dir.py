@@ -54,9 +54,16 @@ def record_or_compare(path, description):
     storage.create_only(path, json.dumps(description, indent=1).encode())
     return []
   except storage.AlreadyExists:
-    pass
+    return compare_recorded(path, description)
+
+
+def compare_recorded(path, description):
+  """The sorted keys where the description recorded at `path` differs from
+  `description` ([] if none is recorded); writes nothing."""
   try:
     existing = json.loads(storage.read_bytes(path))
+  except storage.NotFound:
+    return []
   except ValueError as e:
     raise RunDirError(f'{path!r} is not a readable description: {e}') from None
   return sorted(k for k in set(existing) | set(description)

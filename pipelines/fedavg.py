@@ -215,10 +215,14 @@ def make_evaluator(model, test_x, test_y, batch_size=500):
   return evaluate
 
 
-def _check_output_dir(config):
-  """Refuses an output directory made by a different experiment; then claims it."""
-  differing = run_dir_lib.record_or_compare(
-      storage.join(config.output_dir, CONFIG_FILE), config.run_description())
+def _check_output_dir(config, claim):
+  """Refuses an output directory made by a different experiment; with
+  `claim`, records this one there (once everything else is checked, so that
+  a refused run leaves nothing that refuses its corrected rerun)."""
+  compare = run_dir_lib.record_or_compare if claim else \
+      run_dir_lib.compare_recorded
+  differing = compare(storage.join(config.output_dir, CONFIG_FILE),
+                      config.run_description())
   if differing:
     raise ConfigError(
         f'{config.output_dir!r} holds a run of another experiment (it '
@@ -243,7 +247,7 @@ def run_experiment(config, pipeline_options=None, print_fn=print,
     storage.configure(options)
   output_dir = storage.absolute(config.output_dir)
   storage.check_writable(output_dir, 'output directory')
-  _check_output_dir(config)
+  _check_output_dir(config, claim=False)
   with engines.open_engine(options) as engine:
     prepared = prepare_data.prepare(
         config.dataset, storage.absolute(config.data_dir), config.num_clients,
@@ -253,6 +257,7 @@ def run_experiment(config, pipeline_options=None, print_fn=print,
         pipeline_options=engine)
     model_name, model, form, form_path = _compile(config, prepared,
                                                   output_dir, print_fn)
+    _check_output_dir(config, claim=True)
     run_dir = storage.join(output_dir, RUN_DIR)
     curve = _run_rounds(
         config, engine, prepared, model, form_path, run_dir, print_fn,

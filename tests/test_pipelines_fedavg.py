@@ -145,10 +145,22 @@ def test_a_rerun_resumes_and_keeps_the_cumulative_bits(tmp_path, monkeypatch):
 
 
 def test_an_output_directory_of_another_experiment_is_refused(tmp_path):
-  fedavg._check_output_dir(_config(tmp_path))
+  os.makedirs(tmp_path / 'run')
+  fedavg._check_output_dir(_config(tmp_path), claim=True)
   with pytest.raises(fedavg.ConfigError, match='aggregation_encoder'):
-    fedavg._check_output_dir(_config(tmp_path, aggregation_encoder='drive'))
-  fedavg._check_output_dir(_config(tmp_path, rounds=7))  # Rounds may grow.
+    fedavg._check_output_dir(_config(tmp_path, aggregation_encoder='drive'),
+                             claim=False)
+  fedavg._check_output_dir(_config(tmp_path, rounds=7), claim=True)
+
+
+def test_a_refused_run_leaves_nothing_that_refuses_its_corrected_rerun(
+    tmp_path):
+  # The digits are 8x8: this model is refused after the data is prepared.
+  with pytest.raises(fedavg.ConfigError, match=r'takes \[28, 28, 1\] images'):
+    fedavg.run_experiment(_config(tmp_path, model='cnn_28x28'),
+                          print_fn=lambda line: None)
+  assert not os.path.exists(tmp_path / 'run' / fedavg.CONFIG_FILE)
+  fedavg._check_output_dir(_config(tmp_path), claim=False)
 
 
 @pytest.mark.parametrize('fields, message', [
