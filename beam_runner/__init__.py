@@ -9,6 +9,7 @@ from beam_runner.form_source import FormSource
 from beam_runner.run_dir import CommitConflict
 from beam_runner.run_dir import RunDir
 from beam_runner.run_dir import RunDirError
+from beam_runner.run_lock import RunLocked
 from beam_runner.runner import RoundError
 from beam_runner.runner import run
 from beam_runner.runner import RunResult

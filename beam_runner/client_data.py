@@ -14,6 +14,7 @@ client's data (a tf.data.Dataset, or a structure of tensors) by id. Two kinds:
   TensorFlow directly, others as bytes parsed in TensorFlow.
 """
 
+import hashlib
 import itertools
 import json
 import os
@@ -39,14 +40,42 @@ class ClientDataError(ValueError):
   """Client data that does not fit the form, or cannot be read."""
 
 
+# Longest file name (bytes) made by percent-encoding; longer ids, and the
+# empty id, are named by a digest.
+MAX_NAME_BYTES = 200
+_DIGEST_MARK = '%%'  # Percent-encoding never makes it.
+
+
 def file_name(client_id):
-  """A file name for a client id (any string), reversible by `client_id_of`."""
-  name = urllib.parse.quote(str(client_id), safe='')
+  """A file name for a client id (any string), distinct for distinct ids:
+  its percent-encoding, reversible by `client_id_of`; for the empty id and
+  ids that encode longer than MAX_NAME_BYTES, a readable prefix and a
+  SHA-256 digest, not reversible (run directories record their ids)."""
+  text = str(client_id)
+  name = urllib.parse.quote(text, safe='')
+  if not name or len(name) > MAX_NAME_BYTES:
+    return name[:64] + _DIGEST_MARK + hashlib.sha256(
+        text.encode('utf-8', 'surrogatepass')).hexdigest()
   return name.replace('.', '%2E') if name.strip('.') == '' else name
 
 
 def client_id_of(name):
-  return urllib.parse.unquote(name)
+  """The client id a `file_name` encodes, or None for a digest name."""
+  return None if _DIGEST_MARK in name else urllib.parse.unquote(name)
+
+
+def _reversible_name(client_id):
+  """The file name of a client of a client data directory (whose ids come
+  from its file names); ClientDataError if the id has none."""
+  name = file_name(client_id)
+  if client_id_of(name) is None:
+    raise ClientDataError(
+        f'Client id {str(client_id)[:80]!r}'
+        f'{"..." if len(str(client_id)) > 80 else ""} cannot name a file of '
+        f'a client data directory: it is empty or longer than '
+        f'{MAX_NAME_BYTES} bytes percent-encoded. Use a shorter id (in-memory '
+        'client data takes any id).')
+  return name
 
 
 class InMemoryClientData:
@@ -131,12 +160,25 @@ class TFRecordClientData:
     return not storage.is_local(self.directory)
 
   def client_ids(self):
-    names = storage.list_names(storage.join(self.directory, CLIENTS_DIR))
+    clients_dir = storage.join(self.directory, CLIENTS_DIR)
+    names = storage.list_names(clients_dir)
     if not names:
       raise ClientDataError(f'The {self.describe()} has no {CLIENTS_DIR}/ '
                             'directory of client files.')
-    return sorted(client_id_of(n[:-len(_SUFFIX)]) for n in names
-                  if n.endswith(_SUFFIX))
+    ids = []
+    for name in sorted(n for n in names if n.endswith(_SUFFIX)):
+      stem = name[:-len(_SUFFIX)]
+      client_id = client_id_of(stem)
+      if client_id is None or file_name(client_id) != stem:
+        expected = '' if client_id is None else \
+            f' (client {client_id!r} would be {file_name(client_id)}{_SUFFIX})'
+        raise ClientDataError(
+            f'{storage.join(clients_dir, name)}: not a name '
+            f'write_client_data gives a client file{expected}; two names '
+            'could then mean one client. Rename it, or rewrite the directory '
+            'with beam_runner.write_client_data.')
+      ids.append(client_id)
+    return sorted(ids)
 
   def describe(self):
     return f'client data directory {self.directory!r}'
@@ -150,7 +192,7 @@ class TFRecordClientData:
 
   def path(self, client_id):
     return storage.join(self.directory, CLIENTS_DIR,
-                        file_name(client_id) + _SUFFIX)
+                        _reversible_name(client_id) + _SUFFIX)
 
   def read(self, client_id, spec):
     """The client's data, structured as the form's `spec` says."""
@@ -249,6 +291,12 @@ def write_client_data(directory, data):
   client data.
   """
   directory = storage.absolute(directory)
+  names = {}
+  for client_id in data:  # Before anything is written.
+    other = names.setdefault(_reversible_name(client_id), client_id)
+    if other is not client_id:
+      raise ClientDataError(f'Client ids {other!r} and {client_id!r} are one '
+                            'id as text; ids must differ as strings.')
   spec = None
   for client_id, value in sorted(data.items(), key=lambda kv: str(kv[0])):
     value_spec = ft.member_of(value)
@@ -260,7 +308,8 @@ def write_client_data(directory, data):
           f'the clients before it {ft.describe(spec)}.')
     elements = value if isinstance(value, tf.data.Dataset) else [value]
     storage.write_bytes(
-        storage.join(directory, CLIENTS_DIR, file_name(client_id) + _SUFFIX),
+        storage.join(directory, CLIENTS_DIR,
+                     _reversible_name(client_id) + _SUFFIX),
         tfrecords.file_bytes(example_of(element).SerializeToString(
             deterministic=True) for element in elements))
   if spec is None:

@@ -6,7 +6,9 @@
         outcome.json                 metrics, clients ok and dropped, bits, seconds
         clients.json                 the sampled clients, and which were dropped
         client_states/<client>.tensors   the state each successful client left
-    commits/<r>.json                 the commit of round r: names its attempt
+    commits/<r>.json                 the commit of round r: names its attempt,
+                                     with the SHA-256 of its JSON files
+    lock.json                        the lease of the driver running (run_lock.py)
     metrics.jsonl, tensorboard/      views of the committed rounds, rebuilt on resume
 
 An attempt writes only below its own directory, so attempts never collide,
@@ -17,15 +19,20 @@ of two drivers committing one round exactly one succeeds and the other gets
 not at all on any storage, and a run resumes after its last commit. Attempts
 that no commit names are leftovers of failed or lost runs: ignored, and
 deleted once their round is committed.
+
+Every committed file is checked when read: tensor files end with a CRC-32
+(tensor_io.py), the JSON files against the digests their commit recorded; a
+damaged one is an error naming it, never a silently different run.
 """
 
+import hashlib
 import json
 import uuid
 
 from canonical import storage
 from beam_runner import client_data
 
-LAYOUT = 2
+LAYOUT = 3  # 3: forms bound by fingerprint, files checksummed.
 RUN_FILE = 'run.json'
 ROUNDS_DIR = 'rounds'
 COMMITS_DIR = 'commits'
@@ -70,6 +77,13 @@ def compare_recorded(path, description):
                 if existing.get(k) != description.get(k))
 
 
+def damaged(path, problem):
+  return RunDirError(
+      f'{path} is damaged: {problem}. Restore it (from a backup or the '
+      'copy you made), or start a new output directory; this run changed '
+      'nothing.')
+
+
 def _round_name(round_number):
   return f'{round_number:06d}'
 
@@ -105,6 +119,7 @@ class RunDir:
     self.metrics_path = storage.join(self.directory, METRICS_FILE)
     self.tensorboard_dir = storage.join(self.directory, TENSORBOARD_DIR)
     self._committed = None
+    self._digests = {}
 
   # -- What the run is --------------------------------------------------------
 
@@ -117,8 +132,13 @@ class RunDir:
     if 'layout' in changed:
       raise RunDirError(
           f'{self.directory!r} holds a run written by an older beam_runner '
-          '(before commit markers), which this one cannot resume; use a new '
+          '(before checksums), which this one cannot resume; use a new '
           'output directory.')
+    if changed == ['form_fingerprint']:
+      raise RunDirError(
+          f'{self.directory!r} holds a run of another form (same pieces and '
+          'types, but other constants or ops: a learning rate, initial '
+          'weights, an encoder); use a new output directory.')
     if changed:
       raise RunDirError(
           f'{self.directory!r} holds a different run (it differs in '
@@ -129,15 +149,19 @@ class RunDir:
 
   def refresh(self):
     """Re-reads the commits (another driver may have made some)."""
-    committed = {}
+    committed, digests = {}, {}
     for name in storage.list_names(self.commits_dir):
       stem = name[:-len('.json')]
       if not name.endswith('.json') or not stem.isdigit():
         continue
-      record = json.loads(storage.read_bytes(storage.join(self.commits_dir,
-                                                          name)))
-      committed[int(stem)] = record['attempt']
-    self._committed = committed
+      path = storage.join(self.commits_dir, name)
+      try:
+        record = json.loads(storage.read_bytes(path))
+        committed[int(stem)] = str(record['attempt'])
+        digests[int(stem)] = dict(record.get('sha256', {}))
+      except (ValueError, KeyError, TypeError, AttributeError) as e:
+        raise damaged(path, f'not a commit record ({type(e).__name__})')
+    self._committed, self._digests = committed, digests
     return committed
 
   def _commits(self):
@@ -162,12 +186,28 @@ class RunDir:
     return self.attempt(round_number).state_path
 
   def outcome(self, round_number):
-    return json.loads(storage.read_bytes(
-        self.attempt(round_number).outcome_path))
+    return self._committed_json(round_number, OUTCOME_FILE)
 
   def _clients_record(self, round_number):
-    return json.loads(storage.read_bytes(
-        self.attempt(round_number).clients_path))
+    return self._committed_json(round_number, CLIENTS_FILE)
+
+  def _committed_json(self, round_number, name):
+    """A committed round's JSON file, checked against the digest its
+    commit recorded; RunDirError naming the file if it is damaged."""
+    path = storage.join(self.attempt(round_number).directory, name)
+    try:
+      data = storage.read_bytes(path)
+    except storage.NotFound:
+      raise damaged(path, f'missing, though round {round_number} is '
+                     'committed') from None
+    expected = self._digests.get(round_number, {}).get(name)
+    if expected is not None and hashlib.sha256(data).hexdigest() != expected:
+      raise damaged(path, 'its SHA-256 differs from the one committed with '
+                     f'round {round_number}')
+    try:
+      return json.loads(data)
+    except ValueError as e:
+      raise damaged(path, f'not JSON ({e})') from None
 
   def clients(self, round_number):
     """The clients sampled in a committed round."""
@@ -223,13 +263,22 @@ class RunDir:
     driver committed the round first (CommitConflict; this attempt is then
     deleted)."""
     marker = self._marker(attempt.round)
-    record = {'round': attempt.round, 'attempt': attempt.id}
+    try:
+      digests = {name: hashlib.sha256(storage.read_bytes(
+          storage.join(attempt.directory, name))).hexdigest()
+                 for name in (OUTCOME_FILE, CLIENTS_FILE)}
+    except storage.NotFound:
+      self.check_not_taken(attempt)  # Deleted as another driver's leftover?
+      raise
+    record = {'round': attempt.round, 'attempt': attempt.id,
+              'sha256': digests}
     try:
       storage.create_only(marker, json.dumps(record).encode())
     except storage.AlreadyExists:
       other = json.loads(storage.read_bytes(marker)).get('attempt')
       self._conflict(attempt, other)
     self._commits()[attempt.round] = attempt.id
+    self._digests[attempt.round] = digests
     storage.delete([attempt.broadcast_path])
     self.discard_others(attempt.round)
 
@@ -245,16 +294,24 @@ class RunDir:
     storage.delete_tree(attempt.directory)
 
   def clean(self, client_state_paths=None):
-    """Deletes leftovers: uncommitted attempts of committed rounds and, given
-    the live client state files, superseded client states. Attempts of rounds
-    after the last commit are left alone: another driver may be running them.
+    """Deletes leftovers: temporary files of writes a killed driver left,
+    uncommitted attempts of committed rounds and, given the live client state
+    files, superseded client states. Attempts of rounds after the last commit
+    are left alone: they are deleted once their round is committed (a
+    driver whose lease was taken over may still be running them).
     """
     last, commits = self.last_committed(), self._commits()
     live = None if client_state_paths is None else set(
         client_state_paths.values())
     leftovers, stale = set(), []
-    for relative in storage.list_files(self.rounds_dir):
+    for relative in storage.list_files(self.directory):
       parts = relative.replace('\\', '/').split('/')
+      if storage.is_temporary(parts[-1]):
+        stale.append(storage.join(self.directory, *parts))
+        continue
+      if parts[0] != ROUNDS_DIR:
+        continue
+      parts = parts[1:]
       if len(parts) < 3 or not parts[0].isdigit() or last is None or \
           int(parts[0]) > last:
         continue

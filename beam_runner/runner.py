@@ -27,6 +27,7 @@ from beam_runner import engines
 from beam_runner import form_source
 from beam_runner import round_pipeline
 from beam_runner import run_dir
+from beam_runner import run_lock
 from beam_runner import tensor_io
 from beam_runner import tensorboard_log
 from canonical import storage
@@ -157,19 +158,21 @@ def run(form_or_path, client_data, rounds, clients_per_round, output_dir,
       raise client_data_lib.ClientDataError(
           f'The {data.describe()} has no clients.')
     try:
-      out.claim({'form': form.summary(print_fn=None), 'seed': seed,
-                 'clients_per_round': clients_per_round})
+      out.claim({'form': form.summary(print_fn=None),
+                 'form_fingerprint': canonical.fingerprint(form),
+                 'seed': seed, 'clients_per_round': clients_per_round})
     except storage.StorageError as e:
       raise run_dir.RunDirError(str(e)) from None
-    if not in_process and source.path is None:  # Workers load it from a file.
-      source = form_source.FormSource.of(
-          canonical.save(form, storage.join(out.directory, FORM_FILE)))
-    loop = _RoundLoop(engine, source, form, data, out, min_clients,
-                      evaluate, progress, on_round, clients_per_element,
-                      non_finite)
-    loop.start()
-    loop.run(client_ids, clients_per_round, seed, rounds,
-             _PipelineSizer(engine, rounds_per_pipeline))
+    with run_lock.RunLock(out.directory) as lock:
+      if not in_process and source.path is None:  # Workers load it.
+        source = form_source.FormSource.of(
+            canonical.save(form, storage.join(out.directory, FORM_FILE)))
+      loop = _RoundLoop(engine, source, form, data, out, min_clients,
+                        evaluate, progress, on_round, clients_per_element,
+                        non_finite, lock)
+      loop.start()
+      loop.run(client_ids, clients_per_round, seed, rounds,
+               _PipelineSizer(engine, rounds_per_pipeline))
   last = out.last_committed()
   return RunResult(
       state=tensor_io.read_tensors(out.state_path(last), form.state_spec,
@@ -208,7 +211,7 @@ class _RoundLoop:
   """The driver's side of a run: plans, pipelines, commits."""
 
   def __init__(self, engine, source, form, data, out, min_clients, evaluate,
-               progress, on_round, clients_per_element, non_finite):
+               progress, on_round, clients_per_element, non_finite, lock):
     self.engine = engine
     self.source = source
     self.form = form
@@ -220,6 +223,7 @@ class _RoundLoop:
     self.on_round = on_round
     self.clients_per_element = clients_per_element
     self.non_finite = non_finite
+    self.lock = lock
     self.client_states = {}
     self.outcomes = []
     self.rounds = None
@@ -229,6 +233,18 @@ class _RoundLoop:
     """Cleans leftovers; commits the initial state if there is none;
     rebuilds the views of the committed rounds."""
     out, form = self.out, self.form
+    if out.last_committed() is not None:
+      # Damaged files are named now, before anything changes, not as a
+      # failed round (JSON files are checked as they are read).
+      self.outcomes = [out.outcome(r) for r in out.committed_rounds()
+                       if r > 0]
+      for number in out.committed_rounds():
+        out.clients(number)  # Read to be checked.
+      state_path = out.state_path(out.last_committed())
+      try:
+        tensor_io.read_tensors(state_path, form.state_spec)
+      except ValueError as e:
+        raise run_dir.damaged(state_path, str(e).split(': ', 1)[-1]) from None
     if form.has_client_state:
       self.client_states = out.client_state_paths()
     out.clean(self.client_states if form.has_client_state else None)
@@ -239,7 +255,6 @@ class _RoundLoop:
       storage.write_bytes(attempt.clients_path, json.dumps(
           {'sampled': [], 'dropped': []}).encode())
       out.commit(attempt)
-    self.outcomes = [out.outcome(r) for r in out.committed_rounds() if r > 0]
     out.write_metrics(self.outcomes)
     self.board.rebuild(self.outcomes)
 
@@ -346,6 +361,7 @@ class _RoundLoop:
     stages['commit'] = round(time.perf_counter() - commit_start, 4)
     outcome['seconds'] = round(sum(stages.values()), 4)
     storage.write_bytes(attempt.outcome_path, json.dumps(outcome).encode())
+    self.lock.check()
     self.out.commit(attempt)
     self._replace_client_states(plan, dropped)
     self.outcomes.append(outcome)

@@ -3,17 +3,23 @@
 Every value a round moves between stages (server state, broadcast C, client
 updates U, accumulators A, client states) is a structure of tensors whose
 layout the form's specs already know. So only the flat list of arrays is
-written: per tensor its dtype, shape and raw bytes; no pickle anywhere.
+written: per tensor its dtype, shape and raw bytes; no pickle anywhere. A
+CRC-32 of everything before it ends the bytes: a flipped bit or a truncated
+file is an error naming the file, never a silently different model. (Files
+of the first format, without the CRC, still read.)
 """
 
 import struct
+import zlib
 
 import numpy as np
 import tensorflow as tf
 
 from canonical import storage
 
-_MAGIC = b'FCT1'
+_MAGIC = b'FCT2'
+_MAGIC_WITHOUT_CRC = b'FCT1'
+_CRC = struct.Struct('<I')
 _COUNT = struct.Struct('<I')
 _LENGTH = struct.Struct('<Q')
 
@@ -45,7 +51,8 @@ def encode(arrays):
     data = _string_bytes(array) if array.dtype == object else \
         np.ascontiguousarray(array).tobytes()
     parts += [_LENGTH.pack(len(data)), data]
-  return b''.join(parts)
+  body = b''.join(parts)
+  return body + _CRC.pack(zlib.crc32(body))
 
 
 def decode(data):
@@ -57,7 +64,16 @@ def decode(data):
 
 
 def _decode(view):
-  if bytes(view[:4]) != _MAGIC:
+  magic = bytes(view[:4])
+  if magic == _MAGIC:
+    if len(view) < 8 + _CRC.size:
+      raise ValueError('Truncated tensor file.')
+    (crc,) = _CRC.unpack_from(view, len(view) - _CRC.size)
+    view = view[:len(view) - _CRC.size]
+    if zlib.crc32(view) != crc:
+      raise ValueError('the file is damaged or truncated (its CRC-32 does '
+                       'not match its contents)')
+  elif magic != _MAGIC_WITHOUT_CRC:
     raise ValueError('Not a tensor file: bad magic bytes.')
   (count,), offset = _COUNT.unpack_from(view, 4), 8
   arrays = []

@@ -25,5 +25,6 @@ from canonical.types import clients
 from canonical.types import FederatedType
 from canonical.types import SERVER
 from canonical.types import server
+from canonical.saving import fingerprint
 from canonical.saving import load
 from canonical.saving import save

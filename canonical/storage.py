@@ -240,13 +240,22 @@ def write_bytes(path, data, sync=False):
   return path
 
 
+def is_temporary(name):
+  """Whether a file name is one of `_write_local`'s temporary files (left
+  behind only if its writer was killed)."""
+  return name.startswith('.') and name.endswith(_TEMPORARY_SUFFIX)
+
+
+_TEMPORARY_SUFFIX = '.tmp'
+
+
 def _write_local(path, data, sync, exclusive=False):
   """A temporary file beside `path`, then renamed over it; or, `exclusive`,
   hard-linked to it, which fails if any file is there (AlreadyExists)."""
   directory = os.path.dirname(os.path.abspath(path))
   os.makedirs(directory, exist_ok=True)
   fd, temp = tempfile.mkstemp(prefix='.' + os.path.basename(path) + '.',
-                              suffix='.tmp', dir=directory)
+                              suffix=_TEMPORARY_SUFFIX, dir=directory)
   try:
     with os.fdopen(fd, 'wb') as f:
       f.write(data)

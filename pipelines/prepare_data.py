@@ -57,10 +57,7 @@ PARAMETERS = ('dataset', 'scheme', 'alpha', 'shards_per_client', 'num_clients',
 # manifest): its files, and the local storage's temporary files of them.
 _LEFTOVER_NAMES = (client_data_lib.CLIENTS_DIR, client_data_lib.SPEC_FILE,
                    _STAGING_DIR, TEST_FILE)
-_LEFTOVER_TEMPS = re.compile(r'\.(%s)\..+\.tmp' % '|'.join(
-    re.escape(n) for n in (client_data_lib.SPEC_FILE, TEST_FILE,
-                           MANIFEST_FILE)))
-_LEFTOVER_CLIENT = re.compile(r'\.?client_\d+\.tfrecord(\..+\.tmp)?')
+_LEFTOVER_CLIENT = re.compile(r'client_\d+\.tfrecord')
 
 _log = logging.getLogger(__name__)
 
@@ -341,11 +338,12 @@ def _check_only_leftovers(output_dir):
   """PreparedDataError unless `output_dir` (no manifest) holds nothing but
   what an interrupted prepare writes."""
   foreign = [n for n in storage.list_names(output_dir)
-             if n not in _LEFTOVER_NAMES and not _LEFTOVER_TEMPS.fullmatch(n)]
+             if n not in _LEFTOVER_NAMES and not storage.is_temporary(n)]
   clients = storage.join(output_dir, client_data_lib.CLIENTS_DIR)
   foreign += [storage.join(client_data_lib.CLIENTS_DIR, n)
               for n in storage.list_names(clients)
-              if not _LEFTOVER_CLIENT.fullmatch(n)]
+              if not _LEFTOVER_CLIENT.fullmatch(n) and
+              not storage.is_temporary(n)]
   if foreign:
     shown = ', '.join(foreign[:5]) + (
         f' (and {len(foreign) - 5} more)' if len(foreign) > 5 else '')

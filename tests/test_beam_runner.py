@@ -110,8 +110,18 @@ def test_tensor_bytes_round_trip_every_dtype_and_shape():
   assert tensor_io.bits(arrays) == 32 + 6 * 64 + 0 + 2 * 8 + 8 * 4 + 8
   with pytest.raises(ValueError, match='magic'):
     tensor_io.decode(b'nope' + tensor_io.encode(arrays)[4:])
-  with pytest.raises(ValueError, match='Truncated or corrupt'):
-    tensor_io.decode(tensor_io.encode(arrays)[:-3])
+  data = tensor_io.encode(arrays)
+  for damaged in (data[:-3], data[:-4], data[:20]):
+    with pytest.raises(ValueError, match='damaged or truncated|Truncated'):
+      tensor_io.decode(damaged)
+  for position in range(4, len(data), 7):  # Every 7th byte, one bit each.
+    flipped = bytearray(data)
+    flipped[position] ^= 1 << (position % 8)
+    with pytest.raises(ValueError):
+      tensor_io.decode(bytes(flipped))
+  # Files of the first format, without a CRC, still read.
+  old_format = b'FCT1' + data[4:-4]
+  np.testing.assert_array_equal(tensor_io.decode(old_format)[1], arrays[1])
 
 
 def test_form_source_pickles_as_a_small_token():

@@ -129,8 +129,13 @@ _CHILD = textwrap.dedent('''
     import beam_runner
     from beam_runner import round_pipeline
 
-    form, clients, out, rounds, slow_round, seconds, options = sys.argv[1:8]
+    form, clients, out, rounds, slow_round, seconds, options, lock = \
+        sys.argv[1:9]
     work = round_pipeline.WorkFn._work
+    if lock == 'bypassed':  # Two drivers that each believe they hold it.
+      from beam_runner import run_lock
+      run_lock.RunLock.acquire = lambda self: self
+      run_lock.RunLock.release = lambda self: None
 
     def slow_work(self, task, data, c):
       if int(slow_round) in (0, self._attempt.round):
@@ -146,16 +151,19 @@ _CHILD = textwrap.dedent('''
     except beam_runner.CommitConflict as e:
       print('CONFLICT', e, flush=True)
       sys.exit(3)
+    except beam_runner.RunLocked as e:
+      print('LOCKED', e, flush=True)
+      sys.exit(4)
 ''')
 
 
 def _driver(tmp_path, form_path, clients, out, rounds, options, slow_round=0,
-            seconds=0.3):
+            seconds=0.3, lock='taken'):
   script = tmp_path / 'driver.py'
   script.write_text(_CHILD)
   return subprocess.Popen(
       [sys.executable, str(script), form_path, clients, out, str(rounds),
-       str(slow_round), str(seconds), json.dumps(options)], cwd=ROOT,
+       str(slow_round), str(seconds), json.dumps(options), lock], cwd=ROOT,
       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
       env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2', PYTHONPATH=ROOT))
 
@@ -215,13 +223,42 @@ def place(request):
 
 
 @pytest.mark.slow
+def test_a_second_driver_stops_at_the_lock_and_touches_nothing(place,
+                                                                tmp_path):
+  form, form_path, clients, out, options = _setup(place, tmp_path)
+  first = _driver(tmp_path, form_path, clients, out, 4, options,
+                  slow_round=0, seconds=0.5)
+  lock = storage.join(out, 'lock.json')
+  deadline = time.monotonic() + 120
+  while not storage.exists(lock):
+    assert first.poll() is None, first.stdout.read()
+    assert time.monotonic() < deadline, 'the first driver never took it'
+    time.sleep(0.05)
+  second = _driver(tmp_path, form_path, clients, out, 4, options)
+  second_output = second.communicate(timeout=240)[0]
+  first_output = first.communicate(timeout=240)[0]
+  assert (first.returncode, second.returncode) == (0, 4), (first_output,
+                                                           second_output)
+  assert f'is in use by another run (process {first.pid} on' in \
+      second_output
+  assert not storage.exists(lock)  # Released by the first at its end.
+  whole = beam_runner.run(form, clients, 4, 3, tmp_path / 'whole', seed=5,
+                          progress=QUIET)
+  resumed = beam_runner.run(form_path, clients, 4, 3, out, seed=5,
+                            pipeline_options=options, progress=QUIET)
+  _assert_same_runs(resumed, whole, form)
+
+
+@pytest.mark.slow
 def test_two_drivers_on_one_run_directory_cannot_both_commit(place,
                                                             tmp_path):
+  """With the lock bypassed (as when a paused driver's lease is taken
+  over), commits alone keep the run whole."""
   form, form_path, clients, out, options = _setup(place, tmp_path)
   beam_runner.run(form_path, clients, 0, 3, out, seed=5,  # Round 0 only:
                   pipeline_options=options, progress=QUIET)  # race for 1+.
-  drivers = [_driver(tmp_path, form_path, clients, out, 4, options)
-             for _ in range(2)]
+  drivers = [_driver(tmp_path, form_path, clients, out, 4, options,
+                     lock='bypassed') for _ in range(2)]
   outputs = []
   for driver in drivers:
     outputs.append(driver.communicate(timeout=240)[0])
@@ -251,6 +288,7 @@ def test_a_second_commit_of_a_round_is_refused(place, tmp_path):
   first, second = run.new_attempt(1), run.new_attempt(1)
   for attempt in (first, second):
     storage.write_bytes(attempt.outcome_path, b'{}')
+    storage.write_bytes(attempt.clients_path, b'{}')
   run.commit(first)
   with pytest.raises(beam_runner.CommitConflict,
                      match=f'Round 1 .* another driver \\(attempt '

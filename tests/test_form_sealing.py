@@ -157,6 +157,10 @@ def test_two_forms_compiled_apart_load_and_run_in_one_process(tmp_path):
     np.testing.assert_allclose(loaded_state, state, rtol=1e-6)
   assert not np.allclose(cf.run_round(half, state, data)[0],
                          cf.run_round(double, state, data)[0])
+  # What they compute, whichever process compiled them and however loaded.
+  assert cf.fingerprint(double) == cf.fingerprint(
+      cf.compile(weighted_mean_process(2.0)))
+  assert cf.fingerprint(half) != cf.fingerprint(double)
 
 
 def test_saving_twice_gives_the_same_bytes(form_bytes):

@@ -1,5 +1,6 @@
 """Saving and loading canonical forms: self-contained files, checked on load."""
 
+from canonical.saving.form_fingerprint import fingerprint
 from canonical.saving.form_file import from_bytes
 from canonical.saving.form_file import load
 from canonical.saving.form_file import save

@@ -206,11 +206,17 @@ def _rename(graph_def, defined):
   """Gives each function a name unique to the piece's content."""
   tag = hashlib.sha256(graph_def.SerializeToString(
       deterministic=True)).hexdigest()[:16]
-  new = {name: f'{name}_form_{tag}' for name in defined}
+  rename_functions(graph_def, {name: f'{name}_form_{tag}' for name in defined})
+
+
+def rename_functions(graph_def, new_names):
+  """Renames the functions of `graph_def` and every reference to them, in
+  place, by the mapping `new_names` (which covers every function)."""
+  defined = set(new_names)
   for _, _, reference in list(_references(graph_def, defined)):
-    reference.name = new[reference.name]
+    reference.name = new_names[reference.name]
   for function in graph_def.library.function:
-    function.signature.name = new[function.signature.name]
+    function.signature.name = new_names[function.signature.name]
   for gradient in graph_def.library.gradient:
-    gradient.function_name = new[gradient.function_name]
-    gradient.gradient_func = new[gradient.gradient_func]
+    gradient.function_name = new_names[gradient.function_name]
+    gradient.gradient_func = new_names[gradient.gradient_func]
