@@ -83,7 +83,19 @@ def _unseeded_shuffle(ds):
   return ds.unbatch().shuffle(4).take(2).reduce(0.0, _add)
 
 
-def test_a_shuffle_without_a_seed_is_refused_at_compile():
+@pytest.fixture
+def no_global_seed():
+  """Without a global seed `shuffle()` draws OS entropy; with one (another
+  test may set it), its seeds derive from it and are fixed."""
+  from tensorflow.python.eager import context  # pylint: disable=g-import-not-at-top
+  before = context.global_seed()
+  tf.random.set_seed(None)
+  yield
+  tf.random.set_seed(before)
+
+
+def test_a_shuffle_without_a_seed_is_refused_at_compile(no_global_seed):
+  del no_global_seed
   with pytest.raises(cf.FederatedError, match=r"draws from OS entropy: a "
                      r"dataset shuffle or sample without a seed \(pass "
                      r"seed=\.\.\.\), created at test_dataset_pieces\.py"):
