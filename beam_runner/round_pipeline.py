@@ -22,8 +22,8 @@ goes through `canonical.storage`, so a run directory may be on s3://.
 
 A client whose work fails (its data or state cannot be read, its work raises,
 or its U or new state holds a NaN or Inf, under the default `non_finite`
-policy) is dropped: it adds nothing, keeps
-its old state and is counted with its reason. A round whose update cannot
+policy) is dropped: it adds nothing, keeps its old state and is counted with
+its reason. A round whose update cannot
 run (too few clients, an error) records why and ends the chain there; the
 driver commits the rounds before it.
 """
@@ -257,13 +257,14 @@ class WorkFn(_FormFn, beam.DoFn):
     except Exception as e:  # pylint: disable=broad-except
       raise ClientDropped(WORK_FAILED, _message(e)) from e
     arrays = tensor_io.flatten(update)
+    values = 'NaN' if self._non_finite == 'drop_nan' else 'NaN or Inf'
     if not acceptable(arrays, self._non_finite):
-      raise ClientDropped(NON_FINITE_UPDATE, 'its update holds NaN or Inf')
+      raise ClientDropped(NON_FINITE_UPDATE, f'its update holds {values}')
     if form.has_client_state:
       if not acceptable(tensor_io.flatten(new_client_state),
                         self._non_finite):
         raise ClientDropped(NON_FINITE_STATE,
-                            'its new client state holds NaN or Inf')
+                            f'its new client state holds {values}')
       tensor_io.write_tensors(
           self._attempt.client_state_path(task.client_id), new_client_state)
     return update, tensor_io.bits(arrays)

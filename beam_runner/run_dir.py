@@ -160,7 +160,8 @@ class RunDir:
         committed[int(stem)] = str(record['attempt'])
         digests[int(stem)] = dict(record.get('sha256', {}))
       except (ValueError, KeyError, TypeError, AttributeError) as e:
-        raise damaged(path, f'not a commit record ({type(e).__name__})')
+        raise damaged(path, f'not a commit record ({type(e).__name__})'
+                      ) from None
     self._committed, self._digests = committed, digests
     return committed
 
