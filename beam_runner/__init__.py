@@ -14,4 +14,5 @@ from beam_runner.runner import RoundError
 from beam_runner.runner import run
 from beam_runner.runner import RunResult
 from beam_runner.runner import sample_clients
+from beam_runner.sandbox import Isolation
 from beam_runner import testing

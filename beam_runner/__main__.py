@@ -50,6 +50,15 @@ def _parser():
   run.add_argument('--seed', type=int, default=0, help='sampling seed')
   run.add_argument('--min-clients', type=int, default=1,
                    help='fail a round if fewer clients succeed')
+  run.add_argument('--isolate', action='store_true',
+                   help='run the form\'s pieces in a sandbox process with '
+                   'the limits below (for forms you do not trust)')
+  run.add_argument('--client-seconds', type=float, default=300.0,
+                   help='with --isolate: seconds one piece call (one '
+                   'client\'s work) may take (default 300)')
+  run.add_argument('--client-memory-mb', type=int, default=4096,
+                   help='with --isolate: resident memory the sandbox may use '
+                   '(default 4096)')
   run.add_argument('--non-finite', default='drop',
                    choices=('drop', 'drop_nan', 'keep'),
                    help='which values in a client\'s update or new state '
@@ -117,6 +126,9 @@ def run_command(args, flags):
       args.form, args.clients, args.rounds, args.clients_per_round,
       args.output, pipeline_options=options, seed=args.seed,
       min_clients=args.min_clients, non_finite=args.non_finite,
+      isolation=beam_runner.Isolation(args.client_seconds,
+                                      args.client_memory_mb)
+      if args.isolate else None,
       rounds_per_pipeline=args.rounds_per_pipeline,
       clients_per_element=args.clients_per_element)
   print(f'{result.rounds} rounds committed in {result.output_dir}; state: '

@@ -47,21 +47,27 @@ def _load_file(path):
 class FormSource:
   """A picklable handle to a form: `get()` returns it, loaded once per process."""
 
-  def __init__(self, path=None, key=None, description=''):
+  def __init__(self, path=None, key=None, description='', isolation=None):
     self.path = path
     self.key = key
     self.description = description
+    self.isolation = isolation  # sandbox.Isolation: pieces run in a child.
     self._shared = shared.Shared()
     self._form = None
 
   @classmethod
-  def of(cls, form_or_path):
-    """A source for a `CanonicalForm` (held in memory) or a saved form's path."""
+  def of(cls, form_or_path, isolation=None):
+    """A source for a `CanonicalForm` (held in memory) or a saved form's path
+    (with `isolation`, a path: its pieces run in a sandbox)."""
     if isinstance(form_or_path, FormSource):
-      return form_or_path
+      if isolation is None or form_or_path.isolation == isolation:
+        return form_or_path
+      form_or_path = form_or_path.path
     if isinstance(form_or_path, (str, os.PathLike)):
       path = storage.absolute(form_or_path)  # Workers may run elsewhere.
-      return cls(path=path, description=path)
+      return cls(path=path, description=path, isolation=isolation)
+    if isolation is not None:
+      raise ValueError('A sandboxed form is loaded from a file: save it.')
     from canonical import form as form_lib  # pylint: disable=g-import-not-at-top
     if not isinstance(form_or_path, form_lib.CanonicalForm):
       raise TypeError('beam_runner: expected a CanonicalForm or the path of a '
@@ -79,9 +85,14 @@ class FormSource:
 
   def get(self):
     """The form, loaded at most once per process (shared by all threads)."""
-    return self._shared.acquire(self._load, tag=self.path or self.key)
+    return self._shared.acquire(
+        self._load, tag=f'{self.path or self.key}|{self.isolation}')
 
   def _load(self):
+    if self.path is not None and self.isolation is not None:
+      from beam_runner import sandbox  # pylint: disable=g-import-not-at-top
+      return sandbox.sandboxed(_load_file(self.path), sandbox.Sandbox(
+          self.path, self.isolation, storage.worker_options()))
     if self.path is not None:
       return _load_file(self.path)
     form = _REGISTRY.get(self.key)

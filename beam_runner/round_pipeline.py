@@ -46,6 +46,7 @@ import numpy as np
 import tensorflow as tf
 
 from beam_runner import client_data as client_data_lib
+from beam_runner import sandbox
 from beam_runner import tensor_io
 from canonical import storage
 
@@ -236,7 +237,10 @@ class WorkFn(_FormFn, beam.DoFn):
     form = self.form()
     try:
       try:
-        data = self._data.read(task.client_id, form.client_data_spec)
+        if sandbox.is_sandboxed(form):  # It reads the data itself.
+          data = sandbox.ClientDataRef(self._data, task.client_id)
+        else:
+          data = self._data.read(task.client_id, form.client_data_spec)
       except Exception as e:  # pylint: disable=broad-except
         raise ClientDropped(UNREADABLE, _message(e)) from e
       if form.has_client_state:
@@ -254,6 +258,8 @@ class WorkFn(_FormFn, beam.DoFn):
     except (tf.errors.DataLossError, tf.errors.NotFoundError,
             client_data_lib.ClientDataError) as e:  # Datasets read lazily.
       raise ClientDropped(UNREADABLE, _message(e)) from e
+    except sandbox.SandboxFailure as e:
+      raise ClientDropped(e.reason, e.detail) from e
     except Exception as e:  # pylint: disable=broad-except
       raise ClientDropped(WORK_FAILED, _message(e)) from e
     arrays = tensor_io.flatten(update)

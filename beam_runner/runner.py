@@ -83,7 +83,7 @@ def sample_clients(client_ids, clients_per_round, seed, round_number):
 def run(form_or_path, client_data, rounds, clients_per_round, output_dir,
         pipeline_options=None, seed=0, min_clients=1, progress=None,
         evaluate=None, on_round=None, rounds_per_pipeline=None,
-        clients_per_element=None, non_finite='drop'):
+        clients_per_element=None, non_finite='drop', isolation=None):
   """Runs rounds 1..`rounds` of a form on Beam; returns a `RunResult`.
 
   Args:
@@ -112,6 +112,11 @@ def run(form_or_path, client_data, rounds, clients_per_round, output_dir,
       default), 'drop_nan' (NaN only: a process whose U may rightly hold
       +-Inf, such as the identity of a min), 'keep' (none: the process's
       own meaning).
+    isolation: a `beam_runner.Isolation(seconds, memory_mb)` to run every
+      piece of the form in a sandbox process with those limits per call
+      (for forms you do not trust: see `sandbox`); a client whose work
+      crashes, hangs or runs out of memory is dropped with that reason.
+      Needs client data on files. Default: pieces run in the worker.
     progress: called with one line per round (default: printed to stderr).
     evaluate: optional `evaluate(state) -> {name: number}`, called in the
       driver with each round's new server state before the round commits;
@@ -147,11 +152,12 @@ def run(form_or_path, client_data, rounds, clients_per_round, output_dir,
     progress = lambda line: print(line, file=sys.stderr, flush=True)
   with engines.open_engine(pipeline_options) as engine:
     in_process = isinstance(engine, engines.InProcessEngine)
-    if not in_process and isinstance(data,
-                                     client_data_lib.InMemoryClientData):
+    if (isolation or not in_process) and isinstance(
+        data, client_data_lib.InMemoryClientData):
       raise client_data_lib.ClientDataError(
-          'In-memory client data reaches only the in-process runner; write '
-          'it with beam_runner.write_client_data and pass the directory.')
+          'In-memory client data reaches only the in-process runner without '
+          'isolation; write it with beam_runner.write_client_data and pass '
+          'the directory.')
     data.check(form.client_data_spec)
     client_ids = data.client_ids()
     if not client_ids:
@@ -164,9 +170,12 @@ def run(form_or_path, client_data, rounds, clients_per_round, output_dir,
     except storage.StorageError as e:
       raise run_dir.RunDirError(str(e)) from None
     with run_lock.RunLock(out.directory) as lock:
-      if not in_process and source.path is None:  # Workers load it.
-        source = form_source.FormSource.of(
+      if (isolation or not in_process) and source.path is None:
+        source = form_source.FormSource.of(  # Workers load it.
             canonical.save(form, storage.join(out.directory, FORM_FILE)))
+      if isolation is not None:
+        source = form_source.FormSource.of(source, isolation)
+        form = source.get()
       loop = _RoundLoop(engine, source, form, data, out, min_clients,
                         evaluate, progress, on_round, clients_per_element,
                         non_finite, lock)
