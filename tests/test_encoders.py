@@ -175,3 +175,20 @@ def test_bad_configuration_errors_name_the_stage():
   with pytest.raises((TypeError, ValueError), match='UniformQuantization'):
     te.encoders.as_simple_encoder(te.encoders.uniform_quantization(8),
                                   tf.TensorSpec([10], tf.int32))
+
+
+@pytest.mark.parametrize('name', sorted(READY_MADE))
+@pytest.mark.parametrize('shape', [[0], [0, 5], [3, 0]])
+def test_every_encoder_takes_a_tensor_without_elements(name, shape):
+  """A layer or batch may be empty: each encoder round-trips it as an empty
+  tensor of its shape, through both interfaces."""
+  spec = tf.TensorSpec(shape, tf.float32)
+  x = tf.zeros(shape)
+  simple = te.encoders.as_simple_encoder(READY_MADE[name](), spec)
+  encoded, _ = simple.encode(x, simple.initial_state())
+  assert simple.decode(encoded).shape == shape
+  gather = te.encoders.as_gather_encoder(READY_MADE[name](), spec)
+  params = gather.get_params(gather.initial_state())
+  encoded, _ = gather.encode(x, params[0])
+  decoded = gather.decode(encoded, params)
+  assert decoded.shape == shape and decoded.dtype == tf.float32
