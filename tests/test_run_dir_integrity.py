@@ -116,8 +116,8 @@ def test_a_damaged_commit_record_is_named(form, data, tmp_path):
     _run(form, data, 2, out)
 
 
-def test_a_client_state_of_another_client_is_refused(tmp_path):
-  """A client's state is its own: a damaged one drops that client, named."""
+def test_a_damaged_client_state_drops_that_client_named(tmp_path):
+  """The run goes on; the client is dropped with the file named."""
   form = cf.compile(client_state_process())
   clients = {f'c{i}': np.float32([i, 1.0]) for i in range(3)}
   out = tmp_path / 'run'
