@@ -30,6 +30,11 @@ from canonical import storage
 from canonical import types as ft
 
 SPEC_FILE = 'element_spec.json'
+# {file name: bytes} of the client files as written: a file cut at a record
+# boundary (TFRecord's CRCs catch the rest), or emptied, is then refused
+# instead of read as a client with fewer examples. Directories without it
+# (written before it) are read unchecked.
+SIZES_FILE = 'client_sizes.json'
 CLIENTS_DIR = 'clients'
 _SUFFIX = '.tfrecord'
 
@@ -153,6 +158,13 @@ class TFRecordClientData:
     except (ValueError, KeyError, TypeError) as e:
       raise ClientDataError(f'{spec_path!r} does not describe an element '
                             f'type: {type(e).__name__}: {e}') from None
+    sizes_path = storage.join(self.directory, SIZES_FILE)
+    try:
+      self._sizes = json.loads(storage.read_bytes(sizes_path))
+    except storage.NotFound:
+      self._sizes = {}
+    except (ValueError, storage.StorageError) as e:
+      raise ClientDataError(f'{sizes_path!r} is unreadable: {e}') from None
 
   @property
   def remote(self):
@@ -194,6 +206,13 @@ class TFRecordClientData:
     return storage.join(self.directory, CLIENTS_DIR,
                         _reversible_name(client_id) + _SUFFIX)
 
+  def _check_size(self, client_id, path, size):
+    expected = self._sizes.get(storage.basename(path))
+    if expected is not None and size != expected:
+      raise ClientDataError(
+          f'Client {client_id!r}: {path} holds {size} bytes, {expected} were '
+          'written (truncated or replaced); rewrite the client data.')
+
   def read(self, client_id, spec):
     """The client's data, structured as the form's `spec` says."""
     path = self.path(client_id)
@@ -202,6 +221,7 @@ class TFRecordClientData:
       if not os.path.exists(path):
         raise ClientDataError(
             f'Client {client_id!r} has no data file {path!r}.')
+      self._check_size(client_id, path, os.path.getsize(path))
       if isinstance(spec, tf.data.DatasetSpec):
         return readers.dataset(path)
       with deprecation.silence():  # See tfrecords.records_of.
@@ -209,10 +229,12 @@ class TFRecordClientData:
             tf.compat.v1.io.tf_record_iterator(path), 2))
     else:
       try:
-        records = tfrecords.records_of(storage.read_bytes(path))
+        data = storage.read_bytes(path)
       except storage.NotFound:
         raise ClientDataError(
             f'Client {client_id!r} has no data file {path!r}.') from None
+      self._check_size(client_id, path, len(data))
+      records = tfrecords.records_of(data)
       if isinstance(spec, tf.data.DatasetSpec):
         return readers.dataset_of_records(tf.constant(records, tf.string))
     if len(records) != 1:
@@ -297,7 +319,7 @@ def write_client_data(directory, data):
     if other is not client_id:
       raise ClientDataError(f'Client ids {other!r} and {client_id!r} are one '
                             'id as text; ids must differ as strings.')
-  spec = None
+  spec, sizes = None, {}
   for client_id, value in sorted(data.items(), key=lambda kv: str(kv[0])):
     value_spec = ft.member_of(value)
     if spec is None:
@@ -307,16 +329,24 @@ def write_client_data(directory, data):
           f'Client {client_id!r} has data of type {ft.describe(value_spec)}, '
           f'the clients before it {ft.describe(spec)}.')
     elements = value if isinstance(value, tf.data.Dataset) else [value]
-    storage.write_bytes(
-        storage.join(directory, CLIENTS_DIR,
-                     _reversible_name(client_id) + _SUFFIX),
-        tfrecords.file_bytes(example_of(element).SerializeToString(
-            deterministic=True) for element in elements))
+    name = _reversible_name(client_id) + _SUFFIX
+    file_bytes = tfrecords.file_bytes(example_of(element).SerializeToString(
+        deterministic=True) for element in elements)
+    storage.write_bytes(storage.join(directory, CLIENTS_DIR, name),
+                        file_bytes)
+    sizes[name] = len(file_bytes)
   if spec is None:
     raise ClientDataError('write_client_data: no clients given.')
+  write_sizes(directory, sizes)
   storage.write_bytes(storage.join(directory, SPEC_FILE),
                       json.dumps(spec_to_json(spec), indent=1).encode())
   return TFRecordClientData(directory)
+
+
+def write_sizes(directory, sizes):
+  """Records the client files' sizes ({file name: bytes}); see SIZES_FILE."""
+  storage.write_bytes(storage.join(directory, SIZES_FILE),
+                      json.dumps(sizes, sort_keys=True).encode())
 
 
 def source_of(client_data):

@@ -56,7 +56,7 @@ PARAMETERS = ('dataset', 'scheme', 'alpha', 'shards_per_client', 'num_clients',
 # What an interrupted prepare can leave in its output directory (no
 # manifest): its files, and the local storage's temporary files of them.
 _LEFTOVER_NAMES = (client_data_lib.CLIENTS_DIR, client_data_lib.SPEC_FILE,
-                   _STAGING_DIR, TEST_FILE)
+                   client_data_lib.SIZES_FILE, _STAGING_DIR, TEST_FILE)
 _LEFTOVER_CLIENT = re.compile(r'client_\d+\.tfrecord')
 
 _log = logging.getLogger(__name__)
@@ -119,8 +119,8 @@ class WriteClient(beam.DoFn):
     members = self._order[self._offsets[k]:self._offsets[k + 1]]
     # Seeded per client: the file is the same whichever worker writes it.
     members = np.random.default_rng([self._seed, k]).permutation(members)
-    self._write(self._target.path(client_id), members)
-    yield client_id, len(members)
+    size = self._write(self._target.path(client_id), members)
+    yield client_id, [len(members), size]
 
   def _write(self, path, members):
     records = []
@@ -131,7 +131,9 @@ class WriteClient(beam.DoFn):
       # string hash seed, and reruns would differ byte for byte.
       records.append(client_data_lib.example_of(element).SerializeToString(
           deterministic=True))
-    storage.write_bytes(path, tfrecords.file_bytes(records))  # Whole or none.
+    data = tfrecords.file_bytes(records)
+    storage.write_bytes(path, data)  # Whole or none.
+    return len(data)
 
 
 def _record(written, path, storage_options):
@@ -261,9 +263,12 @@ def _write_files(engine, data, parts, output_dir, batch_size, seed):
          | 'Record' >> beam.Map(_record, written_path, options))
     engine.run(pipeline)
     written = dict(json.loads(storage.read_bytes(written_path)))
+    client_data_lib.write_sizes(output_dir, {
+        client_data_lib.file_name(cid) + '.tfrecord': size
+        for cid, (_, size) in written.items()})
     storage.write_bytes(storage.join(output_dir, TEST_FILE),
                         _npz_bytes(test_x=data.test_x, test_y=data.test_y))
-    return written
+    return {cid: examples for cid, (examples, _) in written.items()}
   finally:
     _delete_staging(output_dir, [arrays_path, written_path])
 

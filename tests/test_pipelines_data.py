@@ -292,7 +292,8 @@ def test_prepare_writes_exactly_the_partition(prepared):
   assert not [n for n in os.listdir(os.path.join(prepared.directory, 'clients'))
               if not n.endswith('.tfrecord')]
   assert sorted(os.listdir(prepared.directory)) == [
-      'clients', 'element_spec.json', 'manifest.json', 'test.npz']
+      'client_sizes.json', 'clients', 'element_spec.json', 'manifest.json',
+      'test.npz']
 
 
 def test_prepare_manifest_and_test_set(prepared):
@@ -344,8 +345,9 @@ def test_prepare_refuses_a_directory_that_is_not_prepared_data(tmp_path):
 
 
 def test_prepare_refuses_client_data_it_did_not_write(tmp_path):
-  # A write_client_data directory: clients/ and element_spec.json, as a
-  # prepare writes, but client files a prepare never names so.
+  # A write_client_data directory: clients/, element_spec.json and
+  # client_sizes.json, as a prepare writes, but client files a prepare never
+  # names so.
   mine = client_data_lib.write_client_data(
       tmp_path / 'mine', {'alice': tf.zeros([2]), 'bob': tf.ones([2])})
   before = {n: open(os.path.join(mine.directory, 'clients', n), 'rb').read()
@@ -357,7 +359,8 @@ def test_prepare_refuses_client_data_it_did_not_write(tmp_path):
   assert {n: open(os.path.join(mine.directory, 'clients', n), 'rb').read()
           for n in os.listdir(os.path.join(mine.directory, 'clients'))
           } == before
-  assert sorted(os.listdir(mine.directory)) == ['clients', 'element_spec.json']
+  assert sorted(os.listdir(mine.directory)) == [
+      'client_sizes.json', 'clients', 'element_spec.json']
 
 
 def test_prepare_is_deterministic_and_leaves_no_partial_dirs(tmp_path):
@@ -410,7 +413,8 @@ def test_a_failed_prepare_leaves_no_manifest_and_a_rerun_completes(
   assert not again.reused and again.manifest == reference.manifest
   assert _client_files(again) == _client_files(reference)
   assert sorted(os.listdir(tmp_path / 'out')) == [
-      'clients', 'element_spec.json', 'manifest.json', 'test.npz']
+      'client_sizes.json', 'clients', 'element_spec.json', 'manifest.json',
+      'test.npz']
 
 
 def test_a_killed_prepares_leftovers_are_written_over(tmp_path):
@@ -467,7 +471,8 @@ def test_of_two_concurrent_prepares_one_commits_the_other_reuses(tmp_path):
   assert a.manifest == b.manifest == reference.manifest
   assert _client_files(a) == _client_files(reference)
   assert sorted(os.listdir(tmp_path / 'out')) == [
-      'clients', 'element_spec.json', 'manifest.json', 'test.npz']
+      'client_sizes.json', 'clients', 'element_spec.json', 'manifest.json',
+      'test.npz']
 
 
 def _sees_nothing_once(monkeypatch):

@@ -19,7 +19,8 @@ from pipelines import fedavg
 from pipelines import prepare_data
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PREPARED = ['clients/client_0000.tfrecord', 'clients/client_0001.tfrecord',
+PREPARED = ['client_sizes.json', 'clients/client_0000.tfrecord',
+            'clients/client_0001.tfrecord',
             'clients/client_0002.tfrecord', 'clients/client_0003.tfrecord',
             'clients/client_0004.tfrecord', 'element_spec.json',
             'manifest.json', 'test.npz']

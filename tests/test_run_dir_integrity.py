@@ -272,3 +272,22 @@ def test_a_client_data_directory_refuses_names_that_could_collide(tmp_path):
   with pytest.raises(beam_runner.ClientDataError, match='are one id as text'):
     beam_runner.write_client_data(tmp_path / 'other',
                                   {1: np.float32(1.0), '1': np.float32(2.0)})
+
+
+def test_an_emptied_or_cut_client_file_is_refused_naming_it(form, data,
+                                                            tmp_path):
+  """TFRecord's CRCs catch flipped bits; a cut at a record boundary (or an
+  emptied file) is caught by the sizes recorded at write time."""
+  source = beam_runner.write_client_data(tmp_path / 'clients', data)
+  path = source.path('c1')
+  with open(path, 'r+b') as f:
+    f.truncate(0)
+  with pytest.raises(beam_runner.ClientDataError,
+                     match=f"Client 'c1': {path} holds 0 bytes, [0-9]+ were "
+                     'written'):
+    source.read('c1', form.client_data_spec)
+  result = beam_runner.run(form, source.directory, 1, 5, tmp_path / 'run',
+                           progress=QUIET)
+  outcome = result.outcomes[0]
+  assert outcome['dropped_reasons'] == {'unreadable data': 1}
+  assert str(path) in outcome['dropped_clients']['c1']
