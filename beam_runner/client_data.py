@@ -313,9 +313,10 @@ def write_client_data(directory, data):
   client data.
   """
   directory = storage.absolute(directory)
-  names = {}
+  names, ids = {}, {}
   for client_id in data:  # Before anything is written.
-    other = names.setdefault(_reversible_name(client_id), client_id)
+    names[client_id] = _reversible_name(client_id) + _SUFFIX
+    other = ids.setdefault(names[client_id], client_id)
     if other is not client_id:
       raise ClientDataError(f'Client ids {other!r} and {client_id!r} are one '
                             'id as text; ids must differ as strings.')
@@ -329,7 +330,7 @@ def write_client_data(directory, data):
           f'Client {client_id!r} has data of type {ft.describe(value_spec)}, '
           f'the clients before it {ft.describe(spec)}.')
     elements = value if isinstance(value, tf.data.Dataset) else [value]
-    name = _reversible_name(client_id) + _SUFFIX
+    name = names[client_id]
     file_bytes = tfrecords.file_bytes(example_of(element).SerializeToString(
         deterministic=True) for element in elements)
     storage.write_bytes(storage.join(directory, CLIENTS_DIR, name),

@@ -120,6 +120,7 @@ class RunDir:
     self.tensorboard_dir = storage.join(self.directory, TENSORBOARD_DIR)
     self._committed = None
     self._digests = {}
+    self._checked = {}  # Path -> bytes of committed JSON files read.
 
   # -- What the run is --------------------------------------------------------
 
@@ -194,17 +195,22 @@ class RunDir:
 
   def _committed_json(self, round_number, name):
     """A committed round's JSON file, checked against the digest its
-    commit recorded; RunDirError naming the file if it is damaged."""
+    commit recorded (read once: committed files do not change); RunDirError
+    naming the file if it is damaged."""
     path = storage.join(self.attempt(round_number).directory, name)
-    try:
-      data = storage.read_bytes(path)
-    except storage.NotFound:
-      raise damaged(path, f'missing, though round {round_number} is '
-                     'committed') from None
-    expected = self._digests.get(round_number, {}).get(name)
-    if expected is not None and hashlib.sha256(data).hexdigest() != expected:
-      raise damaged(path, 'its SHA-256 differs from the one committed with '
-                     f'round {round_number}')
+    data = self._checked.get(path)
+    if data is None:
+      try:
+        data = storage.read_bytes(path)
+      except storage.NotFound:
+        raise damaged(path, f'missing, though round {round_number} is '
+                      'committed') from None
+      expected = self._digests.get(round_number, {}).get(name)
+      if expected is not None and \
+          hashlib.sha256(data).hexdigest() != expected:
+        raise damaged(path, 'its SHA-256 differs from the one committed '
+                      f'with round {round_number}')
+      self._checked[path] = data
     try:
       return json.loads(data)
     except ValueError as e:

@@ -29,7 +29,6 @@ import struct
 import subprocess
 import sys
 import threading
-import time
 
 from beam_runner import tensor_io
 
@@ -112,9 +111,10 @@ class Sandbox:
     watchdog = _MemoryWatchdog(process.pid, self._isolation.memory_mb)
     watchdog.start()
     try:
-      selector = selectors.DefaultSelector()
-      selector.register(process.stdout, selectors.EVENT_READ)
-      if not selector.select(timeout=seconds):
+      with selectors.DefaultSelector() as selector:
+        selector.register(process.stdout, selectors.EVENT_READ)
+        ready = selector.select(timeout=seconds)
+      if not ready:
         self._kill()
         raise SandboxFailure(TIMED_OUT, f'{what} took more than '
                              f'{self._isolation.seconds:g} s; killed')
@@ -130,8 +130,9 @@ class Sandbox:
       how = f'signal {signal.Signals(-code).name}' if code < 0 else \
           f'exit {code}'
       raise SandboxFailure(CRASHED, f'{what} ended its process ({how})')
-    length = int.from_bytes(frame[:8], 'little')
-    return json.loads(frame[8:8 + length]), frame[8 + length:]
+    (length,) = _FRAME.unpack_from(frame)
+    head = frame[_FRAME.size:_FRAME.size + length]
+    return json.loads(head), frame[_FRAME.size + length:]
 
   def _kill(self):
     if self._process is not None:
@@ -162,7 +163,7 @@ class _MemoryWatchdog(threading.Thread):
 
   def run(self):
     while not self._done.wait(_MEMORY_POLL_SECONDS):
-      try:
+      try:  # The local process table (a child of this process), not data.
         with open(f'/proc/{self._pid}/status') as f:
           rss = next(int(line.split()[1]) for line in f
                      if line.startswith('VmRSS:'))
@@ -243,8 +244,9 @@ def _read_frame(stream):
 
 
 def _reply_frame(header, body=b''):
+  """A reply: the JSON header's length, the header, the tensor bytes."""
   head = json.dumps(header).encode()
-  return len(head).to_bytes(8, 'little') + head + body
+  return _FRAME.pack(len(head)) + head + body
 
 
 def _resolve(value, form):

@@ -2,7 +2,8 @@
 
 Each exercises one shape of round: a sum, a weighted mean with a broadcast, a max
 through federated_aggregate, two broadcasts and two aggregations, no broadcast,
-and client state kept between rounds.
+and client state kept between rounds; `summed_process` wraps one client function
+for tests about what a piece does.
 """
 
 import numpy as np
@@ -33,6 +34,19 @@ def random_floats(seed, n, shape=(2,)):
 
 # ----------------------------------------------------------------------------
 # The processes
+
+
+def summed_process(work, client_spec=F):
+  """The smallest process around one client function: the server state (a
+  float32) kept as is, the clients' float32 `work(data)` summed as X."""
+  work = cf.tf_computation(work, client_spec)
+
+  @cf.federated_computation(cf.server(F), cf.clients(client_spec))
+  def next_fn(state, data):
+    return state, cf.federated_sum(cf.federated_map(work, data))
+
+  return cf.IterativeProcess(cf.tf_computation(lambda: tf.constant(0.0)),
+                             next_fn)
 
 
 def sum_process():

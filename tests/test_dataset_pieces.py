@@ -8,8 +8,8 @@ import tensorflow as tf
 import canonical as cf
 from canonical.saving import envelope
 from canonical.saving import form_file
+from example_processes import summed_process
 
-F = tf.TensorSpec([], tf.float32)
 ROWS = tf.data.DatasetSpec(tf.TensorSpec([None, 3], tf.float32))
 
 
@@ -46,17 +46,7 @@ def _every_transformation(ds):
 
 
 def _process(statistic):
-
-  @cf.tf_computation(ROWS)
-  def work(ds):
-    return statistic(ds)
-
-  @cf.federated_computation(cf.server(F), cf.clients(ROWS))
-  def next_fn(state, data):
-    return state, cf.federated_sum(cf.federated_map(work, data))
-
-  return cf.IterativeProcess(cf.tf_computation(lambda: tf.constant(0.0)),
-                             next_fn)
+  return summed_process(statistic, ROWS)
 
 
 def _clients():

@@ -19,11 +19,11 @@ import tensorflow as tf
 import canonical as cf
 from canonical.saving import envelope
 from canonical.saving import form_file
+from example_processes import summed_process
 from example_processes import weighted_data
 from example_processes import weighted_mean_process
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-F = tf.TensorSpec([], tf.float32)
 
 
 @tf.function(autograph=False)
@@ -31,19 +31,13 @@ def _triple(x):
   return 3.0 * x
 
 
+def _work(x):
+  return _triple(x)
+
+
 def _process_with_a_library_function():
   """Its work calls `_triple` (a function in the work piece's library)."""
-
-  @cf.tf_computation(F)
-  def work(x):
-    return _triple(x)
-
-  @cf.federated_computation(cf.server(F), cf.clients(F))
-  def next_fn(state, data):
-    return state, cf.federated_sum(cf.federated_map(work, data))
-
-  return cf.IterativeProcess(cf.tf_computation(lambda: tf.constant(0.0)),
-                             next_fn)
+  return summed_process(_work)
 
 
 @pytest.fixture(scope='module')

@@ -249,8 +249,12 @@ def test_the_empty_and_long_ids_keep_their_own_client_states(tmp_path):
   assert result.outcomes[-1]['clients_ok'] == 4
   states = beam_runner.RunDir(tmp_path / 'run').client_state_paths()
   assert len(set(states.values())) == 4
-  assert all(os.path.dirname(p).endswith('client_states')
+  assert all(os.path.dirname(p).endswith('client_states') and
+             not os.path.basename(p).startswith('.')  # '' is not '.tensors'.
              for p in states.values())
+  resumed = beam_runner.run(form, clients, 3, 4, tmp_path / 'run',
+                            progress=QUIET)
+  assert resumed.outcomes[-1]['clients_ok'] == 4
 
 
 def test_a_client_data_directory_refuses_names_that_could_collide(tmp_path):

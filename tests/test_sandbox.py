@@ -15,36 +15,26 @@ import tensorflow as tf
 import beam_runner
 import canonical as cf
 from beam_runner import sandbox
+from example_processes import summed_process
 from example_processes import weighted_data
 from example_processes import weighted_mean_process
 
-F = tf.TensorSpec([], tf.float32)
 QUIET = lambda line: None
 
 
-def _misbehaving_process():
-  """A client's value says what its work does: x % 4 == 0 returns x, 2 loops
-  forever, 3 allocates x * 1.2 GB."""
+def _misbehave(x):
+  """A client's value says what its work does: x % 4 == 0 or 1 returns x, 2
+  loops forever, 3 allocates x * 1.2 GB."""
 
-  @cf.tf_computation(F)
-  def work(x):
+  def loop_forever():
+    return tf.cast(tf.while_loop(lambda i: x > -1e30, lambda i: i + 1,
+                                 [tf.constant(0, tf.int64)])[0], tf.float32)
 
-    def loop_forever():
-      return tf.cast(tf.while_loop(lambda i: x > -1e30, lambda i: i + 1,
-                                   [tf.constant(0, tf.int64)])[0], tf.float32)
+  def allocate():
+    return 0.0 * tf.reduce_sum(tf.fill([tf.cast(x * 3e8, tf.int64)], 1.0))
 
-    def allocate():
-      return 0.0 * tf.reduce_sum(tf.fill([tf.cast(x * 3e8, tf.int64)], 1.0))
-
-    return tf.switch_case(tf.cast(x, tf.int32) % 4,
-                          [lambda: x, lambda: x, loop_forever, allocate])
-
-  @cf.federated_computation(cf.server(F), cf.clients(F))
-  def next_fn(state, data):
-    return state, cf.federated_sum(cf.federated_map(work, data))
-
-  return cf.IterativeProcess(cf.tf_computation(lambda: tf.constant(0.0)),
-                             next_fn)
+  return tf.switch_case(tf.cast(x, tf.int32) % 4,
+                        [lambda: x, lambda: x, loop_forever, allocate])
 
 
 @pytest.fixture(scope='module')
@@ -53,7 +43,7 @@ def misbehaving(tmp_path_factory):
   clients = beam_runner.write_client_data(directory / 'clients', {
       'fine': np.float32(4.0), 'also fine': np.float32(8.0),
       'loops': np.float32(2.0), 'hogs': np.float32(3.0)})
-  return cf.compile(_misbehaving_process()), clients.directory
+  return cf.compile(summed_process(_misbehave)), clients.directory
 
 
 @pytest.mark.slow
