@@ -149,16 +149,16 @@ def random_x(seed, spec=SPEC):
 
 
 def test_composer_rejects_non_compressible_key_naming_stage():
-  with pytest.raises(ValueError, match=r"'split'.*'tag'.*compressible"):
+  with pytest.raises(KeyError, match=r"'split'.*'tag'.*compressible"):
     te.core.EncoderComposer(SplitStage()).add_child(ScaleStage(2.0), 'tag')
-  with pytest.raises(ValueError, match=r"'round'.*'ints'"):
+  with pytest.raises(KeyError, match=r"'round'.*'ints'"):
     te.core.EncoderComposer(ScaleStage(2.0)).add_parent(RoundStage(), 'ints')
 
 
 def test_composer_rejects_key_collision():
   composer = te.core.EncoderComposer(SplitStage())
   composer.add_child(ScaleStage(2.0), 'a')
-  with pytest.raises(ValueError, match=r"'a' already has a child"):
+  with pytest.raises(KeyError, match=r"'a' already has a child"):
     composer.add_child(ScaleStage(3.0), 'a')
 
 
@@ -173,10 +173,10 @@ def test_commuting_structure_stops_at_first_non_commuting_stage():
   composer.add_child(ScaleStage(2.0), 'b').add_child(RoundStage(), 'values')
   encoder = composer.make()
   commuting = encoder.commuting_structure
-  assert commuting['stage'] is True
-  assert commuting['children']['a']['stage'] is False
-  assert commuting['children']['b']['stage'] is True
-  assert commuting['children']['b']['children']['values']['stage'] is False
+  assert commuting['commute'] is True
+  assert commuting['children']['a']['commute'] is False
+  assert commuting['children']['b']['commute'] is True
+  assert commuting['children']['b']['children']['values']['commute'] is False
   assert not encoder.fully_commutes_with_sum
 
 

@@ -2,8 +2,12 @@
 
 The root stage encodes the input; a child stage further encodes one of its
 parent's compressible outputs. Every structure an `Encoder` returns mirrors the
-tree: a node's state, params and input shapes are `{'stage': ..., 'children':
-{key: node}}`, and its encoded tensors are `{key: tensor or child's encoded}`.
+tree, keyed as in tensor_encoding (`EncoderKeys`): a node's state is
+`{STATE: ..., CHILDREN: {key: node}}`, its params `{PARAMS: ..., CHILDREN: ...}`,
+its state updates `{TENSORS: ...}`, its input shapes `{SHAPE: ...}`, its
+commuting flags `{COMMUTE: ...}`, and its encoded tensors
+`{key: tensor or child's encoded}`. Children run in the name scope
+`<stage name>/<key>/`, so graph names follow the tree.
 
 Decoding can be split around a sum over clients: a node whose stage, and every
 ancestor's stage, commutes with sum is decoded after the sum
@@ -14,12 +18,57 @@ import tensorflow as tf
 
 from encoders.core import encoding_stage
 
-STAGE = 'stage'
-CHILDREN = 'children'
 
 
-def _node(stage_value, children_values):
-  return {STAGE: stage_value, CHILDREN: children_values}
+class EncoderKeys:
+  """The keys of the per-node structures an `Encoder` returns."""
+  STATE = 'state'
+  PARAMS = 'params'
+  TENSORS = 'tensors'
+  SHAPE = 'shape'
+  COMMUTE = 'commute'
+  CHILDREN = 'children'
+
+
+CHILDREN = EncoderKeys.CHILDREN
+STATE = EncoderKeys.STATE
+PARAMS = EncoderKeys.PARAMS
+TENSORS = EncoderKeys.TENSORS
+SHAPE = EncoderKeys.SHAPE
+COMMUTE = EncoderKeys.COMMUTE
+
+
+def _node(key, stage_value, children_values):
+  return {key: stage_value, CHILDREN: children_values}
+
+
+def _split_by_commuting(tree, key, commuting_structure):
+  """(Before-sum part, after-sum part) of a per-node tree: each keeps its nodes' values."""
+  before, after = {}, {}
+  for child_key, child in tree[CHILDREN].items():
+    before[child_key], after[child_key] = _split_by_commuting(
+        child, key, commuting_structure[CHILDREN][child_key])
+  value = tree[key]
+  if commuting_structure[COMMUTE]:
+    return _node(key, _cleared(value), before), _node(key, value, after)
+  return _node(key, value, before), _node(key, _cleared(value), after)
+
+
+def _cleared(value):
+  """`value` with every entry None: a dict keeps its keys."""
+  if isinstance(value, dict):
+    return {k: None for k in value}
+  return None
+
+
+def split_params_by_commuting_structure(params, commuting_structure):
+  """Splits params into those decoding before the sum and those after it."""
+  return _split_by_commuting(params, PARAMS, commuting_structure)
+
+
+def split_shapes_by_commuting_structure(shapes, commuting_structure):
+  """Splits input shapes into those decoding before the sum and those after it."""
+  return _split_by_commuting(shapes, SHAPE, commuting_structure)
 
 
 def _static_or_dynamic_shape(x):
@@ -59,7 +108,7 @@ class Encoder:
   @property
   def commuting_structure(self):
     """Per node: whether its decoding may happen after a sum."""
-    return _node(self._commutes, {
+    return _node(COMMUTE, self._commutes, {
         key: child.commuting_structure
         for key, child in self._children.items()
     })
@@ -70,52 +119,74 @@ class Encoder:
 
   @property
   def state_update_aggregation_modes(self):
-    return _node(dict(self._stage.state_update_aggregation_modes), {
+    return _node(TENSORS, dict(self._stage.state_update_aggregation_modes), {
         key: child.state_update_aggregation_modes
         for key, child in self._children.items()
     })
 
+  def _children_call(self, call):
+    """{key: call(key, child)}, each in the name scope `<stage>/<key>`."""
+    if not self._children:
+      return {}
+    results = {}
+    with tf.name_scope(self._stage.name):
+      for key, child in self._children.items():
+        with tf.name_scope(key):
+          results[key] = call(key, child)
+    return results
+
   def initial_state(self, name=None):
     with tf.name_scope(name or 'encoder_initial_state'):
-      return _node(self._stage.initial_state(), {
-          key: child.initial_state() for key, child in self._children.items()
-      })
+      return self._initial_state()
+
+  def _initial_state(self):
+    return _node(STATE, self._stage.initial_state(), self._children_call(
+        lambda key, child: child._initial_state()))
 
   def update_state(self, state, state_update_tensors, name=None):
     with tf.name_scope(name or 'encoder_update_state'):
-      return _node(
-          self._stage.update_state(state[STAGE], state_update_tensors[STAGE]), {
-              key: child.update_state(state[CHILDREN][key],
-                                      state_update_tensors[CHILDREN][key])
-              for key, child in self._children.items()
-          })
+      return self._update_state(state, state_update_tensors)
+
+  def _update_state(self, state, state_update_tensors):
+    return _node(
+        STATE,
+        self._stage.update_state(state[STATE], state_update_tensors[TENSORS]),
+        self._children_call(lambda key, child: child._update_state(
+            state[CHILDREN][key], state_update_tensors[CHILDREN][key])))
 
   def get_params(self, state, name=None):
     """Returns `(encode_params, decode_params)`, structured like the tree."""
     with tf.name_scope(name or 'encoder_get_params'):
-      encode_params, decode_params = self._stage.get_params(state[STAGE])
-      children = {
-          key: child.get_params(state[CHILDREN][key])
-          for key, child in self._children.items()
-      }
-      return (_node(encode_params, {k: p[0] for k, p in children.items()}),
-              _node(decode_params, {k: p[1] for k, p in children.items()}))
+      return self._get_params(state)
+
+  def _get_params(self, state):
+    encode_params, decode_params = self._stage.get_params(state[STATE])
+    children = self._children_call(
+        lambda key, child: child._get_params(state[CHILDREN][key]))
+    return (_node(PARAMS, encode_params,
+                  {k: p[0] for k, p in children.items()}),
+            _node(PARAMS, decode_params,
+                  {k: p[1] for k, p in children.items()}))
 
   def encode(self, x, encode_params, name=None):
     """Returns `(encoded_tensors, state_update_tensors, input_shapes)`."""
     with tf.name_scope(name or 'encoder_encode'):
-      x = tf.convert_to_tensor(x)
-      encoded, state_update = self._stage.encode(x, encode_params[STAGE])
-      _check_encoded_keys(self._stage, encoded, self._children)
-      encoded = dict(encoded)
-      children_updates, children_shapes = {}, {}
-      for key, child in self._children.items():
-        encoded[key], children_updates[key], children_shapes[key] = (
-            child.encode(encoded[key], encode_params[CHILDREN][key]))
-      shape = (_static_or_dynamic_shape(x)
-               if self._stage.decode_needs_input_shape else None)
-      return (encoded, _node(state_update, children_updates),
-              _node(shape, children_shapes))
+      return self._encode(tf.convert_to_tensor(x), encode_params)
+
+  def _encode(self, x, encode_params):
+    encoded, state_update = self._stage.encode(x, encode_params[PARAMS])
+    _check_encoded_keys(self._stage, encoded, self._children)
+    encoded = dict(encoded)
+    children = self._children_call(lambda key, child: child._encode(
+        encoded[key], encode_params[CHILDREN][key]))
+    for key, (child_encoded, _, _) in children.items():
+      encoded[key] = child_encoded
+    shape = (_static_or_dynamic_shape(x)
+             if self._stage.decode_needs_input_shape else None)
+    return (encoded,
+            _node(TENSORS, state_update,
+                  {k: c[1] for k, c in children.items()}),
+            _node(SHAPE, shape, {k: c[2] for k, c in children.items()}))
 
   def decode(self, encoded_tensors, decode_params, shape, name=None):
     """Fully decodes: the inverse of `encode`."""
@@ -138,10 +209,9 @@ class Encoder:
       return self._decode(encoded_tensors, decode_params, shape, None,
                           lambda node: True)
     part = dict(encoded_tensors)
-    for key, child in self._children.items():
-      part[key] = child._decode_before_sum(encoded_tensors[key],
-                                           decode_params[CHILDREN][key],
-                                           shape[CHILDREN][key])
+    part.update(self._children_call(lambda key, child: child._decode_before_sum(
+        encoded_tensors[key], decode_params[CHILDREN][key],
+        shape[CHILDREN][key])))
     return part
 
   def decode_after_sum(self, encoded_tensors, decode_params, num_summands,
@@ -157,13 +227,11 @@ class Encoder:
     if not decodes_here(self):
       return encoded_tensors
     encoded = dict(encoded_tensors)
-    for key, child in self._children.items():
-      encoded[key] = child._decode(encoded_tensors[key],
-                                   decode_params[CHILDREN][key],
-                                   shape[CHILDREN][key], num_summands,
-                                   decodes_here)
-    return self._stage.decode(encoded, decode_params[STAGE],
-                              num_summands=num_summands, shape=shape[STAGE])
+    encoded.update(self._children_call(lambda key, child: child._decode(
+        encoded_tensors[key], decode_params[CHILDREN][key],
+        shape[CHILDREN][key], num_summands, decodes_here)))
+    return self._stage.decode(encoded, decode_params[PARAMS],
+                              num_summands=num_summands, shape=shape[SHAPE])
 
 
 def _check_encoded_keys(stage, encoded, children):
@@ -193,7 +261,7 @@ class EncoderComposer:
     """Encodes this stage's output `key` with `stage`; returns the child's composer."""
     _check_compressible(self._stage, key)
     if key in self._children:
-      raise ValueError(
+      raise KeyError(
           f'Stage {self._stage.name!r}: key {key!r} already has a child stage '
           f'({self._children[key]._stage.name!r}); each key takes one child.')
     child = EncoderComposer(stage)
@@ -221,6 +289,6 @@ class EncoderComposer:
 def _check_compressible(stage, key):
   keys = list(stage.compressible_tensors_keys)
   if key not in keys:
-    raise ValueError(f'Stage {stage.name!r}: key {key!r} is not one of its '
+    raise KeyError(f'Stage {stage.name!r}: key {key!r} is not one of its '
                      f'compressible tensors keys {keys}, so no stage can '
                      'encode it further.')

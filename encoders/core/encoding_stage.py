@@ -102,82 +102,154 @@ class AdaptiveEncodingStageInterface(_StageDescription):
 
 
 
+# Name scope suffixes of the decorated methods, as tensor_encoding names them.
+INITIAL_STATE_SCOPE_SUFFIX = '_initial_state'
+UPDATE_STATE_SCOPE_SUFFIX = '_update_state'
+GET_PARAMS_SCOPE_SUFFIX = '_get_params'
+ENCODE_SCOPE_SUFFIX = '_encode'
+DECODE_SCOPE_SUFFIX = '_decode'
+
+
 def _to_tensors(structure):
   return tf.nest.map_structure(tf.convert_to_tensor, structure)
 
 
-def _scoped(cls, method_name, convert):
-  """Wraps `cls.method_name` in a name scope and converts its inputs."""
-  method = getattr(cls, method_name)
-
-  @functools.wraps(method)
-  def wrapper(self, *args, name=None, **kwargs):
-    with tf.name_scope(name or f'{self.name}_{method_name}'):
-      return method(self, *convert(args), **kwargs)
-
-  return wrapper
+def _check_one_graph(*structures):
+  """Graph tensors from two graphs cannot meet in one op: say so up front."""
+  graphs = {id(leaf.graph): leaf.graph for leaf in tf.nest.flatten(structures)
+            if tf.is_tensor(leaf) and not hasattr(leaf, 'numpy')
+            and hasattr(leaf, 'graph')}
+  if len(graphs) > 1:
+    raise ValueError('The inputs of one encoding stage call come from '
+                     f'{len(graphs)} different tf.Graphs; build them in one.')
 
 
-def _convert_nothing(args):
-  return args
+def _scope(self, name, suffix):
+  return tf.name_scope(name or self.name + suffix)
 
 
-def _convert_all(args):
-  return tuple(_to_tensors(a) for a in args)
+# The method decorators below call the decorated method with `name=`; the
+# class decorators wrap methods written without it.
 
 
-def _convert_decode_args(args):
-  encoded_tensors, decode_params, *rest = args
-  return (_to_tensors(encoded_tensors), _to_tensors(decode_params), *rest)
+def _tf_style_initial_state(initial_state_fn):
+  @functools.wraps(initial_state_fn)
+  def initial_state(self, name=None):
+    with _scope(self, name, INITIAL_STATE_SCOPE_SUFFIX):
+      return initial_state_fn(self, name=name)
+  return initial_state
 
 
-def _decode_wrapper(cls):
-  method = cls.decode
+def _tf_style_update_state(update_state_fn):
+  @functools.wraps(update_state_fn)
+  def update_state(self, state, state_update_tensors, name=None):
+    _check_one_graph(state, state_update_tensors)
+    with _scope(self, name, UPDATE_STATE_SCOPE_SUFFIX):
+      return update_state_fn(self, _to_tensors(state),
+                             _to_tensors(state_update_tensors), name=name)
+  return update_state
 
-  @functools.wraps(method)
+
+def _tf_style_get_params(get_params_fn):
+  @functools.wraps(get_params_fn)
+  def get_params(self, name=None):
+    with _scope(self, name, GET_PARAMS_SCOPE_SUFFIX):
+      return get_params_fn(self, name=name)
+  return get_params
+
+
+def _tf_style_adaptive_get_params(get_params_fn):
+  @functools.wraps(get_params_fn)
+  def get_params(self, state, name=None):
+    _check_one_graph(state)
+    with _scope(self, name, GET_PARAMS_SCOPE_SUFFIX):
+      return get_params_fn(self, _to_tensors(state), name=name)
+  return get_params
+
+
+def _tf_style_encode(encode_fn):
+  @functools.wraps(encode_fn)
+  def encode(self, x, encode_params, name=None):
+    _check_one_graph(x, encode_params)
+    with _scope(self, name, ENCODE_SCOPE_SUFFIX):
+      return encode_fn(self, tf.convert_to_tensor(x),
+                       _to_tensors(encode_params), name=name)
+  return encode
+
+
+def _tf_style_decode(decode_fn):
+  @functools.wraps(decode_fn)
   def decode(self, encoded_tensors, decode_params, num_summands=None,
              shape=None, name=None):
-    with tf.name_scope(name or f'{self.name}_decode'):
+    _check_one_graph(encoded_tensors, decode_params, num_summands, shape)
+    with _scope(self, name, DECODE_SCOPE_SUFFIX):
       encoded_tensors = _to_tensors(encoded_tensors)
       decode_params = _to_tensors(decode_params)
       if num_summands is not None:
         num_summands = tf.convert_to_tensor(num_summands)
-      if shape is not None and not tf.is_tensor(shape):
-        # A static shape; `[]` (a scalar's) would otherwise become float32.
-        shape = tf.constant(shape, dtype=tf.int32, shape=[len(shape)])
-      return method(self, encoded_tensors, decode_params,
-                    num_summands=num_summands, shape=shape)
-
+      if shape is not None:
+        shape = shape_tensor(shape)
+      return decode_fn(self, encoded_tensors, decode_params,
+                       num_summands=num_summands, shape=shape, name=name)
   return decode
+
+
+def shape_tensor(shape):
+  """An int32 shape tensor from a tensor, a list of ints or a `tf.TensorShape`.
+
+  A `TensorShape` (`x.shape`) must be fully defined: a decoded tensor needs
+  every dimension. `[]` (a scalar's shape) stays int32, not float32.
+  """
+  if tf.is_tensor(shape):
+    return shape
+  if isinstance(shape, tf.TensorShape):
+    if not shape.is_fully_defined():
+      raise ValueError(f'decode needs a fully defined shape, got {shape}; '
+                       'pass tf.shape(x) for a shape known only at run time.')
+    shape = shape.as_list()
+  return tf.constant(shape, dtype=tf.int32, shape=[len(shape)])
+
+
+def _without_name(method):
+  """A method written without `name=`, callable by the method decorators."""
+  @functools.wraps(method)
+  def call(self, *args, name=None, **kwargs):
+    del name  # The decorator has opened the scope.
+    return method(self, *args, **kwargs)
+  return call
 
 
 def tf_style_encoding_stage(cls):
   """Class decorator: name scopes, tensor conversion and a `name=` argument."""
-  if not issubclass(cls, EncodingStageInterface):
-    raise TypeError(f'Unable to decorate {cls.__name__}: it must subclass '
-                    'EncodingStageInterface.')
+  if not (isinstance(cls, type)
+          and issubclass(cls, EncodingStageInterface)):
+    raise TypeError(f'Unable to decorate {cls!r}: it must be a class '
+                    'subclassing EncodingStageInterface.')
   return type(cls.__name__, (cls,), {
       '__doc__': cls.__doc__,
       '__module__': cls.__module__,
-      'get_params': _scoped(cls, 'get_params', _convert_nothing),
-      'encode': _scoped(cls, 'encode', _convert_all),
-      'decode': _decode_wrapper(cls),
+      'get_params': _tf_style_get_params(_without_name(cls.get_params)),
+      'encode': _tf_style_encode(_without_name(cls.encode)),
+      'decode': _tf_style_decode(_without_name(cls.decode)),
   })
 
 
 def tf_style_adaptive_encoding_stage(cls):
   """Like `tf_style_encoding_stage`, for adaptive stages."""
-  if not issubclass(cls, AdaptiveEncodingStageInterface):
-    raise TypeError(f'Unable to decorate {cls.__name__}: it must subclass '
-                    'AdaptiveEncodingStageInterface.')
+  if not (isinstance(cls, type)
+          and issubclass(cls, AdaptiveEncodingStageInterface)):
+    raise TypeError(f'Unable to decorate {cls!r}: it must be a class '
+                    'subclassing AdaptiveEncodingStageInterface.')
   return type(cls.__name__, (cls,), {
       '__doc__': cls.__doc__,
       '__module__': cls.__module__,
-      'initial_state': _scoped(cls, 'initial_state', _convert_nothing),
-      'update_state': _scoped(cls, 'update_state', _convert_all),
-      'get_params': _scoped(cls, 'get_params', _convert_all),
-      'encode': _scoped(cls, 'encode', _convert_all),
-      'decode': _decode_wrapper(cls),
+      'initial_state': _tf_style_initial_state(
+          _without_name(cls.initial_state)),
+      'update_state': _tf_style_update_state(_without_name(cls.update_state)),
+      'get_params': _tf_style_adaptive_get_params(
+          _without_name(cls.get_params)),
+      'encode': _tf_style_encode(_without_name(cls.encode)),
+      'decode': _tf_style_decode(_without_name(cls.decode)),
   })
 
 

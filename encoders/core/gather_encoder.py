@@ -15,24 +15,9 @@ from encoders.core import aggregation
 from encoders.core import core_encoder
 from encoders.core import simple_encoder
 from encoders.core import structures
-from encoders.core.core_encoder import CHILDREN, STAGE
 
 _TENSORS = 'encoded_tensors'
 _SHAPES = 'shapes'
-
-
-def _split_by_commuting(tree, commuting):
-  """Splits a per-node tree into (non-commuting part, commuting part)."""
-  before_children, after_children = {}, {}
-  for key, child in tree[CHILDREN].items():
-    before_children[key], after_children[key] = _split_by_commuting(
-        child, commuting[CHILDREN][key])
-  value = tree[STAGE]
-  before = {STAGE: None if commuting[STAGE] else value,
-            CHILDREN: before_children}
-  after = {STAGE: value if commuting[STAGE] else None,
-           CHILDREN: after_children}
-  return before, after
 
 
 def _aggregate_one(encoder, update):
@@ -220,16 +205,19 @@ class GatherEncoder:
   def _params_structure(self, state, x=None):
     """The three params trees, and the static input shapes used after the sum."""
     encode_params, decode_params = self._encoder.get_params(state)
-    before, after = _split_by_commuting(decode_params, self._commuting)
+    before, after = core_encoder.split_params_by_commuting_structure(
+        decode_params, self._commuting)
     after_shapes = None
     if x is not None:
       _, _, shapes = self._encoder.encode(x, encode_params)
-      after_shapes = _split_by_commuting(shapes, self._commuting)[1]
+      after_shapes = core_encoder.split_shapes_by_commuting_structure(
+          shapes, self._commuting)[1]
     return (encode_params, before, after), after_shapes
 
   def _encode_structure(self, x, encode_params):
     encoded, update, shapes = self._encoder.encode(x, encode_params)
-    before_shapes, _ = _split_by_commuting(shapes, self._commuting)
+    before_shapes, _ = core_encoder.split_shapes_by_commuting_structure(
+        shapes, self._commuting)
     return {_TENSORS: encoded, _SHAPES: before_shapes}, update
 
   def _decode_before_sum_structure(self, message, before_params):

@@ -1,10 +1,21 @@
-"""Seeds for stateless random ops, so every encoding is a pure function.
+"""Seeds for stateless random ops: fresh noise when run directly, pure inside a form.
 
-Randomness shared by all clients (a rotation's signs) comes from a seed in the
-params alone. Randomness that must differ between clients (stochastic rounding,
-which coordinates to keep) also folds in a fingerprint of the input itself, so
-two clients with different data draw independent noise from the same params.
+Stages draw every random number with `tf.random.stateless_*` ops from seeds made
+here. Where those seeds come from depends on where the stage runs:
+
+- Run directly (eager, `tf.function`, a TF1 session), as with tensor_encoding:
+  `params_seed()` and `encode_seed()` fold in a draw of TF's global generator, so
+  every `get_params` and every `encode` gets fresh noise, and the mean of repeated
+  stochastic encodes of one input converges to it.
+- Inside `pure_randomness()` (entered while the compiler traces a piece of a
+  canonical form): no stateful op at all. Shared randomness (a rotation's signs)
+  comes from the stage's `seed` and the encoder's round (`noise_round`), and each
+  client's noise also folds in a fingerprint of its input, so the same client in
+  another round draws new noise and a replayed round gives the same bits.
 """
+
+import contextlib
+import contextvars
 
 import tensorflow as tf
 
@@ -13,10 +24,64 @@ _FINGERPRINT_SAMPLES = 4096
 
 _INT_OF_WIDTH = {1: tf.uint8, 2: tf.int16, 4: tf.int32, 8: tf.int64}
 
+# None outside a form; inside, the encoder's round (an int64 scalar tensor) or 0.
+_PURE_ROUND = contextvars.ContextVar('encoders_pure_round', default=None)
+
+
+@contextlib.contextmanager
+def pure_randomness():
+  """Within: seeds are pure functions of stage seeds, rounds and inputs."""
+  token = _PURE_ROUND.set(_PURE_ROUND.get() if is_pure() else 0)
+  try:
+    yield
+  finally:
+    _PURE_ROUND.reset(token)
+
+
+@contextlib.contextmanager
+def noise_round(round_number):
+  """Within a pure context: shared randomness folds in `round_number`."""
+  if not is_pure():
+    yield
+    return
+  token = _PURE_ROUND.set(tf.cast(round_number, tf.int64))
+  try:
+    yield
+  finally:
+    _PURE_ROUND.reset(token)
+
+
+def is_pure():
+  return _PURE_ROUND.get() is not None
+
 
 def initial_seed(seed):
   """The `[2]` int64 seed tensor for a Python integer."""
   return tf.constant([0, int(seed)], dtype=tf.int64)
+
+
+def params_seed(seed=None):
+  """The `[2]` int64 seed a stage's `get_params` hands to its encode and decode.
+
+  Pure: from `seed` (0 when None) and the round. Otherwise fixed by an integer
+  `seed`, or drawn afresh on every call when `seed` is None.
+  """
+  if is_pure():
+    return _fold_in(initial_seed(seed or 0), _PURE_ROUND.get())
+  if seed is not None:
+    return initial_seed(seed)
+  return _fresh([2])
+
+
+def encode_seed(seed, x):
+  """The seed of one `encode`'s own noise (stochastic rounding, sampling).
+
+  Pure: folds in a fingerprint of `x`, so clients with different data draw
+  independent noise. Otherwise folds in a fresh draw, so every call differs.
+  """
+  if is_pure():
+    return client_seed(seed, x)
+  return _fold_in(seed, _fresh([]))
 
 
 def fingerprint(x):
@@ -42,6 +107,13 @@ def next_seed(seed):
   return _fold_in(seed, tf.constant(1, tf.int64))
 
 
+def _fresh(shape):
+  """Int64 values from TF's global generator: a stateful op, new on every run."""
+  return tf.random.uniform(shape, minval=tf.int64.min, maxval=tf.int64.max,
+                           dtype=tf.int64)
+
+
 def _fold_in(seed, data):
-  folded = tf.random.experimental.stateless_fold_in(tf.cast(seed, tf.int64), data)
+  folded = tf.random.experimental.stateless_fold_in(
+      tf.cast(seed, tf.int64), tf.cast(data, tf.int64))
   return tf.cast(folded, tf.int64)
