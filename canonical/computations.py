@@ -13,6 +13,7 @@ import tensorflow as tf
 from canonical import dataset_seeds
 from canonical import ir
 from canonical import types as ft
+from encoders.core import seeds
 
 _STATEFUL_RANDOM = 'draws stateful random numbers (use tf.random.stateless_*)'
 _VARIABLE = 'uses a variable (pass state in and out as tensors)'
@@ -190,7 +191,8 @@ class TFComputation:
       fn = self._fn
 
       def traced(*args):
-        with tf.variable_creator_scope(refuse):
+        # Encoders draw no stateful noise inside a piece (encoders/core/seeds.py).
+        with tf.variable_creator_scope(refuse), seeds.pure_randomness():
           return fn(*args)
 
       function = tf.function(traced, input_signature=list(

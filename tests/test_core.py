@@ -230,7 +230,7 @@ def test_simple_encoder_rejects_wrong_input_and_keys():
     simple.encode(tf.zeros([2]))
   with pytest.raises(ValueError, match='keys'):
     simple.decode({'nope': tf.zeros([3, 4])})
-  with pytest.raises(ValueError, match='fully defined'):
+  with pytest.raises(TypeError, match='fully defined'):
     te.encoders.as_simple_encoder(
         te.core.EncoderComposer(ScaleStage(2.0)).make(),
         tf.TensorSpec([None], tf.float32))

@@ -5,9 +5,9 @@ import pytest
 from encoders import stages
 from encoders import testing
 
-# (stage factory, harness claims). BitpackingEncodingStage takes integer levels,
-# not floats, so the float harness does not apply; its exactness is tested in
-# test_stages_quantization.py.
+# (stage factory, harness claims). The bitpacking stages take quantization
+# levels, not arbitrary floats, so the float harness does not apply; their
+# exactness is tested in test_stages_quantization.py and test_float_levels.py.
 SHIPPED = {
     'identity': (stages.IdentityEncodingStage, dict(lossless=True)),
     'flatten': (stages.FlattenEncodingStage, dict(lossless=True)),
@@ -27,6 +27,13 @@ SHIPPED = {
     'uniform_4bit_nearest': (
         lambda: stages.UniformQuantizationEncodingStage(4, stochastic=False),
         dict(max_relative_error=0.1)),
+    'integer_uniform_8bit': (
+        lambda: stages.IntegerUniformQuantizationEncodingStage(8),
+        dict(unbiased=True, max_relative_error=0.02)),
+    'integer_uniform_2bit_fixed_range': (
+        lambda: stages.IntegerUniformQuantizationEncodingStage(
+            2, min_max=(-8., 8.)),
+        dict(unbiased=True, max_relative_error=3.0)),
     'adaptive_range_8bit': (
         lambda: stages.AdaptiveRangeQuantizationEncodingStage(
             8, initial_range=10.0),
@@ -34,6 +41,8 @@ SHIPPED = {
     # Lossless up to rounding, which bfloat16 makes ~1e-2 (exactness in float32
     # and float64 is tested in test_stages_rotation.py).
     'hadamard': (stages.HadamardEncodingStage, dict(max_relative_error=2e-2)),
+    'unpadded_hadamard': (stages.UnpaddedHadamardEncodingStage,
+                          dict(max_relative_error=2e-2)),
     'top_k': (lambda: stages.TopKEncodingStage(fraction=0.5),
               dict(max_relative_error=0.9)),
     'random_k': (lambda: stages.RandomSubsamplingEncodingStage(0.5),

@@ -12,9 +12,9 @@ from encoders.stages import basic
 from encoders.stages import quantization
 
 FLOAT_DTYPES = [tf.float16, tf.bfloat16, tf.float32, tf.float64]
-UQ = quantization.UniformQuantizationEncodingStage
+UQ = quantization.IntegerUniformQuantizationEncodingStage
 ARQ = quantization.AdaptiveRangeQuantizationEncodingStage
-Bitpacking = quantization.BitpackingEncodingStage
+Bitpacking = quantization.IntegerBitpackingEncodingStage
 
 
 def _wire_bits(encoded):

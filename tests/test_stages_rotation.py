@@ -1,4 +1,4 @@
-"""HadamardEncodingStage: an orthogonal, seeded, size-keeping rotation."""
+"""UnpaddedHadamardEncodingStage: an orthogonal, seeded, size-keeping rotation."""
 
 import numpy as np
 import pytest
@@ -7,7 +7,7 @@ import tensorflow as tf
 from encoders.core import seeds
 from encoders.stages import rotation
 
-VALUES = rotation.HadamardEncodingStage.ENCODED_VALUES_KEY
+VALUES = rotation.UnpaddedHadamardEncodingStage.ENCODED_VALUES_KEY
 
 
 def _params(stage, state=None):
@@ -46,14 +46,14 @@ def _rotation_matrix(stage, size, dtype=tf.float64):
                                    [5000], [3, 7, 1000]])
 @pytest.mark.parametrize('max_block_size', [4, 2**14])
 def test_round_trip_recovers_input(shape, max_block_size):
-  stage = rotation.HadamardEncodingStage(seed=3, max_block_size=max_block_size)
+  stage = rotation.UnpaddedHadamardEncodingStage(seed=3, max_block_size=max_block_size)
   x = tf.random.stateless_normal(shape, seed=[1, 2])
   np.testing.assert_allclose(_round_trip(stage, x), x, atol=2e-6)
 
 
 @pytest.mark.parametrize('shape', [[1], [37], [5, 11], [4096], [70000]])
 def test_keeps_size_and_norm(shape):
-  stage = rotation.HadamardEncodingStage(max_block_size=2**10)
+  stage = rotation.UnpaddedHadamardEncodingStage(max_block_size=2**10)
   x = tf.random.stateless_normal(shape, seed=[3, 4], dtype=tf.float64)
   rotated = _encode(stage, x)
   assert rotated.shape == [int(np.prod(shape))]
@@ -62,7 +62,7 @@ def test_keeps_size_and_norm(shape):
 
 
 def test_power_of_two_input_is_hadamard_times_random_signs():
-  stage = rotation.HadamardEncodingStage(seed=5)
+  stage = rotation.UnpaddedHadamardEncodingStage(seed=5)
   matrix = _rotation_matrix(stage, 64)
   hadamard = _sylvester(64)
   signs = np.diag(hadamard.T @ matrix)
@@ -74,7 +74,7 @@ def test_power_of_two_input_is_hadamard_times_random_signs():
 
 @pytest.mark.parametrize('size, max_block_size', [(37, 8), (21, 16), (48, 16)])
 def test_blocked_rotation_is_orthogonal(size, max_block_size):
-  stage = rotation.HadamardEncodingStage(max_block_size=max_block_size)
+  stage = rotation.UnpaddedHadamardEncodingStage(max_block_size=max_block_size)
   matrix = _rotation_matrix(stage, size)
   np.testing.assert_allclose(matrix.T @ matrix, np.eye(size), atol=1e-12)
 
@@ -83,7 +83,7 @@ def test_blocked_rotation_is_orthogonal(size, max_block_size):
 def test_spreads_a_spike_anywhere(position):
   # n = 5000: one block of 4096, then an overlap window over the last 4096
   # values (904..4999) that mixes in the tail.
-  stage = rotation.HadamardEncodingStage(seed=1)
+  stage = rotation.UnpaddedHadamardEncodingStage(seed=1)
   x = tf.one_hot(position, 5000, dtype=tf.float64)
   rotated = np.abs(_encode(stage, x).numpy())
   # Spread evenly over 4096 coordinates, a unit spike has entries 1/64; the
@@ -94,7 +94,7 @@ def test_spreads_a_spike_anywhere(position):
 
 
 def test_decode_of_sum_is_sum_of_inputs():
-  stage = rotation.HadamardEncodingStage(seed=9, max_block_size=16)
+  stage = rotation.UnpaddedHadamardEncodingStage(seed=9, max_block_size=16)
   assert stage.commutes_with_sum
   encode_params, decode_params = _params(stage)
   xs = [tf.random.stateless_normal([5, 11], seed=[i, 7]) for i in range(4)]
@@ -106,15 +106,15 @@ def test_decode_of_sum_is_sum_of_inputs():
 
 def test_seed_decides_the_rotation():
   x = tf.random.stateless_normal([1000], seed=[0, 1])
-  a = _encode(rotation.HadamardEncodingStage(seed=1), x)
-  again = _encode(rotation.HadamardEncodingStage(seed=1), x)
-  b = _encode(rotation.HadamardEncodingStage(seed=2), x)
+  a = _encode(rotation.UnpaddedHadamardEncodingStage(seed=1), x)
+  again = _encode(rotation.UnpaddedHadamardEncodingStage(seed=1), x)
+  b = _encode(rotation.UnpaddedHadamardEncodingStage(seed=2), x)
   np.testing.assert_array_equal(a, again)
   assert np.mean(np.abs(a.numpy() - b.numpy()) > 1e-3) > 0.9
 
 
 def test_state_update_advances_seed_and_rotation():
-  stage = rotation.HadamardEncodingStage(seed=4)
+  stage = rotation.UnpaddedHadamardEncodingStage(seed=4)
   assert stage.state_update_aggregation_modes == {}
   state = stage.initial_state()
   np.testing.assert_array_equal(state['seed'], seeds.initial_seed(4))
@@ -129,7 +129,7 @@ def test_state_update_advances_seed_and_rotation():
 
 
 def test_encode_and_decode_traced_separately():
-  stage = rotation.HadamardEncodingStage(seed=6, max_block_size=64)
+  stage = rotation.UnpaddedHadamardEncodingStage(seed=6, max_block_size=64)
   x = tf.random.stateless_normal([7, 30], seed=[5, 5])
   state = stage.update_state(stage.initial_state(), {})
 
@@ -151,7 +151,7 @@ def test_encode_and_decode_traced_separately():
                                          (tf.float32, 2e-6),
                                          (tf.float64, 1e-12)])
 def test_float_dtypes_round_trip_in_their_dtype(dtype, atol):
-  stage = rotation.HadamardEncodingStage(max_block_size=32)
+  stage = rotation.UnpaddedHadamardEncodingStage(max_block_size=32)
   x = tf.cast(tf.random.stateless_normal([100], seed=[8, 8]), dtype)
   encoded = _encode(stage, x)
   assert encoded.dtype == dtype
@@ -162,14 +162,14 @@ def test_float_dtypes_round_trip_in_their_dtype(dtype, atol):
 
 
 def test_rejects_integer_input():
-  stage = rotation.HadamardEncodingStage()
+  stage = rotation.UnpaddedHadamardEncodingStage()
   with pytest.raises(TypeError, match='HadamardEncodingStage.*int32'):
     _encode(stage, tf.constant([1, 2, 3]))
 
 
 @pytest.mark.parametrize('shape', [[], [0], [2, 0, 3]])
 def test_scalar_and_empty(shape):
-  stage = rotation.HadamardEncodingStage()
+  stage = rotation.UnpaddedHadamardEncodingStage()
   x = tf.fill(shape, 2.5)
   rotated = _encode(stage, x)
   assert rotated.shape == [int(np.prod(shape))]
@@ -180,7 +180,7 @@ def test_scalar_and_empty(shape):
 
 @pytest.mark.parametrize('shape', [[], [0], [1], [5], [3, 7], [1000], [70, 30]])
 def test_dynamic_shape_gives_the_static_rotation(shape):
-  stage = rotation.HadamardEncodingStage(seed=2, max_block_size=256)
+  stage = rotation.UnpaddedHadamardEncodingStage(seed=2, max_block_size=256)
   encode_params, decode_params = _params(stage)
 
   @tf.function(input_signature=[tf.TensorSpec(None, tf.float32)])
@@ -203,16 +203,16 @@ def test_dynamic_shape_gives_the_static_rotation(shape):
 @pytest.mark.parametrize('max_block_size', [0, 3, 48, 2**21, 2.0, True])
 def test_rejects_bad_max_block_size(max_block_size):
   with pytest.raises(ValueError, match='HadamardEncodingStage: max_block_size'):
-    rotation.HadamardEncodingStage(max_block_size=max_block_size)
+    rotation.UnpaddedHadamardEncodingStage(max_block_size=max_block_size)
 
 
 def test_rejects_bad_seed():
   with pytest.raises(TypeError, match='HadamardEncodingStage: seed'):
-    rotation.HadamardEncodingStage(seed='1')
+    rotation.UnpaddedHadamardEncodingStage(seed='1')
 
 
 def test_decode_without_shape_is_a_clear_error():
-  stage = rotation.HadamardEncodingStage()
+  stage = rotation.UnpaddedHadamardEncodingStage()
   encode_params, decode_params = _params(stage)
   encoded, _ = stage.encode(tf.ones([4]), encode_params)
   with pytest.raises(ValueError, match='HadamardEncodingStage.*shape'):
@@ -220,7 +220,7 @@ def test_decode_without_shape_is_a_clear_error():
 
 
 def test_properties():
-  stage = rotation.HadamardEncodingStage()
+  stage = rotation.UnpaddedHadamardEncodingStage()
   assert stage.name == 'hadamard'
   assert stage.compressible_tensors_keys == [VALUES]
   assert stage.decode_needs_input_shape
@@ -228,9 +228,9 @@ def test_properties():
 
 def test_two_bit_pipeline_sends_no_padding():
   quantization = pytest.importorskip('encoders.stages.quantization')
-  rotate = rotation.HadamardEncodingStage(seed=2)
-  quantize = quantization.UniformQuantizationEncodingStage(bits=2)
-  pack = quantization.BitpackingEncodingStage(input_bits=2)
+  rotate = rotation.UnpaddedHadamardEncodingStage(seed=2)
+  quantize = quantization.IntegerUniformQuantizationEncodingStage(bits=2)
+  pack = quantization.IntegerBitpackingEncodingStage(input_bits=2)
   size = 1000  # Not a power of two: tensor_encoding would send 1024 values.
   x = tf.random.stateless_normal([size], seed=[4, 2])
   rotate_params, unrotate_params = _params(rotate)

@@ -140,7 +140,7 @@ def test_drive_after_hadamard_is_unbiased_over_rotations():
   """Hadamard -> Sign('drive') composed by hand, averaged over rotations."""
   size, rounds = 1000, 300
   x = tf.random.stateless_normal([size], seed=[7, 7], dtype=tf.float64)
-  rotate = rotation.HadamardEncodingStage(seed=11)
+  rotate = rotation.UnpaddedHadamardEncodingStage(seed=11)
   one_bit = sign.SignEncodingStage('drive')
 
   @tf.function
@@ -174,7 +174,7 @@ def test_drive_after_hadamard_is_unbiased_over_rotations():
 
 def test_signs_bitpack_to_one_bit_each():
   quantization = pytest.importorskip('encoders.stages.quantization')
-  packer = quantization.BitpackingEncodingStage(input_bits=1)
+  packer = quantization.IntegerBitpackingEncodingStage(input_bits=1)
   stage = sign.SignEncodingStage()
   x = tf.random.stateless_normal([13, 7], seed=[9, 9])
   encoded = stage.encode(x, {})

@@ -24,7 +24,7 @@ def check_encoder_and_spec(encoder, tensorspec, who):
     raise TypeError(f'{who} needs a tf.TensorSpec, got '
                     f'{type(tensorspec).__name__}.')
   if not tensorspec.shape.is_fully_defined():
-    raise ValueError(f'{who} needs a fully defined shape, got {tensorspec}.')
+    raise TypeError(f'{who} needs a fully defined shape, got {tensorspec}.')
 
 
 def check_input(x, tensorspec, who):

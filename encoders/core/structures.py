@@ -12,10 +12,18 @@ def is_tensor(value):
   return tf.is_tensor(value)
 
 
+def _read_variables(structure):
+  """Variables (a stage may keep params in them) become the tensors they hold."""
+  return tf.nest.map_structure(
+      lambda leaf: tf.convert_to_tensor(leaf)
+      if isinstance(leaf, tf.Variable) else leaf, structure)
+
+
 class Template:
   """The Python part of a structure, with slots where its tensors go."""
 
   def __init__(self, structure):
+    structure = _read_variables(structure)
     self._structure = tf.nest.map_structure(lambda _: None, structure)
     leaves = tf.nest.flatten(structure)
     self._is_slot = [is_tensor(leaf) for leaf in leaves]
@@ -31,7 +39,7 @@ class Template:
 
   def tensors(self, structure, what='value'):
     """The tensors of `structure` in flat order, checking its Python part."""
-    leaves = tf.nest.flatten(structure)
+    leaves = tf.nest.flatten(_read_variables(structure))
     if len(leaves) != len(self._is_slot):
       raise ValueError(f'The {what} has {len(leaves)} leaves, expected '
                        f'{len(self._is_slot)}.')

@@ -10,6 +10,7 @@ from encoders.core import core_encoder
 from encoders.core import gather_encoder
 from encoders.core import simple_encoder
 from encoders.stages import basic
+from encoders.stages import float_levels
 from encoders.stages import quantization
 from encoders.stages import rotation
 from encoders.stages import sign as sign_stages
@@ -37,9 +38,16 @@ def _check_encoder(encoder):
 
 
 def _quantized_and_packed(quantizer, bits):
-  """`quantizer -> bitpacking(bits)` on the quantized levels, as a composer."""
-  return _Composer(quantization.BitpackingEncodingStage(bits)).add_parent(
-      quantizer, quantizer.ENCODED_VALUES_KEY)
+  """`quantizer -> bitpacking(bits)` on the quantized levels, as a composer.
+
+  Float levels (tensor_encoding's stages) get `BitpackingEncodingStage`, int32
+  levels `IntegerBitpackingEncodingStage`.
+  """
+  packer = (float_levels.BitpackingEncodingStage
+            if isinstance(quantizer, float_levels.UniformQuantizationEncodingStage)
+            else quantization.IntegerBitpackingEncodingStage)
+  return _Composer(packer(bits)).add_parent(quantizer,
+                                            quantizer.ENCODED_VALUES_KEY)
 
 
 def identity():
@@ -52,31 +60,36 @@ def half_precision(dtype=tf.float16):
   return _Composer(basic.CastEncodingStage(dtype)).make()
 
 
-def uniform_quantization(bits, stochastic=True, seed=0):
-  """Flatten -> uniform quantization on the data's [min, max] -> dense bitpacking."""
-  quantizer = quantization.UniformQuantizationEncodingStage(
+def uniform_quantization(bits, stochastic=True, seed=None):
+  """Flatten -> uniform quantization on the data's [min, max] -> dense bitpacking.
+
+  `seed=None` draws fresh noise on every encode when run directly.
+  """
+  quantizer = float_levels.UniformQuantizationEncodingStage(
       bits=bits, stochastic=stochastic, seed=seed)
   return _quantized_and_packed(quantizer, bits).add_parent(
       basic.FlattenEncodingStage(),
       basic.FlattenEncodingStage.ENCODED_VALUES_KEY).make()
 
 
-def hadamard_quantization(bits, stochastic=True, seed=0):
+def hadamard_quantization(bits, stochastic=True, seed=None):
   """Flatten -> randomized Hadamard rotation -> uniform quantization -> bitpacking.
 
   The rotation spreads the energy of outlying coordinates, so few bits lose
   less; it commutes with sum, so the server rotates back once, after the sum.
+  It needs no padding (`UnpaddedHadamardEncodingStage`), so 8 bits cost 8.0
+  bits per coordinate at any size; its seed is state, a new rotation per round.
   """
-  quantizer = quantization.UniformQuantizationEncodingStage(
+  quantizer = float_levels.UniformQuantizationEncodingStage(
       bits=bits, stochastic=stochastic, seed=seed)
   return _quantized_and_packed(quantizer, bits).add_parent(
-      rotation.HadamardEncodingStage(seed=seed),
-      rotation.HadamardEncodingStage.ENCODED_VALUES_KEY).add_parent(
+      rotation.UnpaddedHadamardEncodingStage(seed=seed or 0),
+      rotation.UnpaddedHadamardEncodingStage.ENCODED_VALUES_KEY).add_parent(
           basic.FlattenEncodingStage(),
           basic.FlattenEncodingStage.ENCODED_VALUES_KEY).make()
 
 
-def adaptive_quantization(bits, initial_range=1.0, decay=0.5, seed=0):
+def adaptive_quantization(bits, initial_range=1.0, decay=0.5, seed=None):
   """Quantization on a range that follows the clients' magnitudes, bitpacked.
 
   The range is shared state, so clients' integer levels are summed exactly and
@@ -95,7 +108,7 @@ def top_k(fraction=None, k=None):
       sparsification.TopKEncodingStage(fraction=fraction, k=k)).make()
 
 
-def random_k(fraction, seed=0):
+def random_k(fraction, seed=None):
   """Keeps a random fraction of coordinates, rescaled to stay unbiased."""
   return _Composer(sparsification.RandomSubsamplingEncodingStage(
       fraction, seed=seed)).make()
@@ -104,7 +117,7 @@ def random_k(fraction, seed=0):
 def sign():
   """1-bit signs with one scale, the mean magnitude (the signSGD family)."""
   stage = sign_stages.SignEncodingStage(scale='mean_abs')
-  return _Composer(quantization.BitpackingEncodingStage(1)).add_parent(
+  return _Composer(quantization.IntegerBitpackingEncodingStage(1)).add_parent(
       stage, stage.SIGNS_KEY).make()
 
 
@@ -119,13 +132,13 @@ def drive(seed=0):
 
 def _drive_composer(seed):
   stage = sign_stages.SignEncodingStage(scale='drive')
-  return _Composer(quantization.BitpackingEncodingStage(1)).add_parent(
+  return _Composer(quantization.IntegerBitpackingEncodingStage(1)).add_parent(
       stage, stage.SIGNS_KEY).add_parent(
-          rotation.HadamardEncodingStage(seed=seed),
-          rotation.HadamardEncodingStage.ENCODED_VALUES_KEY)
+          rotation.UnpaddedHadamardEncodingStage(seed=seed),
+          rotation.UnpaddedHadamardEncodingStage.ENCODED_VALUES_KEY)
 
 
-def subsampled_drive(fraction, seed=0):
+def subsampled_drive(fraction, seed=None):
   """Random-k, then DRIVE on the kept values: about `fraction` bits per coordinate.
 
   Each client keeps its own random `fraction` of the coordinates (sending a
@@ -134,5 +147,5 @@ def subsampled_drive(fraction, seed=0):
   """
   subsample = sparsification.RandomSubsamplingEncodingStage(fraction,
                                                              seed=seed)
-  return _drive_composer(seed).add_parent(subsample,
+  return _drive_composer(seed or 0).add_parent(subsample,
                                           subsample.VALUES_KEY).make()

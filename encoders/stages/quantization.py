@@ -38,6 +38,15 @@ def _check_bits(stage_name, arg_name, bits):
   return int(bits)
 
 
+def _check_seed(stage_name, seed):
+  if seed is None:
+    return None
+  if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+    raise TypeError(f'{stage_name}: seed must be a Python int or None, got '
+                    f'{seed!r}.')
+  return int(seed)
+
+
 def _is_number(value):
   return (isinstance(value, (int, float, np.number)) and
           not isinstance(value, bool))
@@ -59,19 +68,20 @@ def _hash32(v):
 
 
 @tf.function(jit_compile=True, autograph=False)
-def _dithered_levels(x, centred_lo, scale, key):
-  """floor((x - centred_lo) * scale + dither) / 2**16, in one fused pass.
+def _dithered_levels(x, centred_lo, scale, key, top):
+  """min(floor((x - centred_lo) * scale + dither) / 2**16, top), in one fused pass.
 
   The 16-bit dither of each value is the top half of a hash of its index and
   the client's key: counter-based noise that XLA fuses with the arithmetic, so
   no random buffer is written or read (drawing it with Philox cost as much as
-  all the rest of encoding).
+  all the rest of encoding). The clamp only catches float32 rounding of the
+  top value plus the largest dither.
   """
   index = tf.reshape(tf.range(tf.size(x)), tf.shape(x))
   noise = _hash32(tf.bitwise.bitwise_xor(tf.cast(index, tf.uint32), key))
   dither = tf.cast(tf.bitwise.right_shift(noise, 16), tf.float32)
-  return tf.cast(((x - centred_lo) * scale + dither) * (1.0 / _DITHER_UNITS),
-                 tf.int32)
+  level = ((x - centred_lo) * scale + dither) * (1.0 / _DITHER_UNITS)
+  return tf.cast(tf.minimum(level, top), tf.int32)
 
 
 def _dither_key(seed):
@@ -80,25 +90,18 @@ def _dither_key(seed):
                                      dtype=tf.uint32)
 
 
-def _level_step(span, levels, stochastic):
-  """The value between adjacent levels when `levels + 1` of them cover `span`.
-
-  For stochastic rounding the levels cover slightly more than the span (by
-  2**-18 of it): float32 rounding of the top value plus the largest dither is
-  then still below the next level, about 6x clear, so encode needs no clamp.
-  """
-  if stochastic:
-    return span / (levels * (1 - 2.0**-18))
+def level_step(span, levels):
+  """The value between adjacent levels when `levels + 1` of them cover `span`."""
   return span / levels
 
 
-def _quantize(x, lo, step, seed):
-  """int32 levels of float32 `x` in [lo, lo + levels * step].
+def quantize(x, lo, step, seed, levels):
+  """int32 levels in [0, levels] of float32 `x` in [lo, lo + levels * step].
 
-  Rounds stochastically when `seed` is given (with `step` from
-  `_level_step(..., stochastic=True)`), else to nearest. Either way the
-  quantity cast to int32 is non-negative, so the cast floors it, and it stays
-  below `levels + 1`, so no clamp is needed.
+  Rounds stochastically when `seed` is given, else to nearest. Either way the
+  quantity cast to int32 is non-negative, so the cast floors it; rounding to
+  nearest stays below `levels + 1/2`, so only stochastic rounding needs the
+  clamp at the top.
   """
   if seed is None:
     scale = _finite_reciprocal(1.0, step)
@@ -106,27 +109,32 @@ def _quantize(x, lo, step, seed):
     return tf.cast((x - centred_lo) * scale, tf.int32)
   scale = _finite_reciprocal(_DITHER_UNITS, step)
   centred_lo = lo - _HALF_DITHER * step
-  return _dithered_levels(x, centred_lo, scale, _dither_key(seed))
+  return _dithered_levels(x, centred_lo, scale, _dither_key(seed),
+                          tf.constant(levels, tf.float32))
 
 
-def _dequantize(levels, lo, step, num_summands, dtype):
-  """The value of `levels` (or of a sum of `num_summands` of them) as `dtype`.
+def dequantize(levels, lo, hi, top, num_summands, dtype):
+  """The value of `levels` in [0, top] on [lo, hi] (or of a sum of n) as `dtype`.
 
-  A sum of n clients' levels decodes as `sum * step + n * lo`.
+  With t = level / top the value is `lo * (1 - t) + hi * t`, so the end levels
+  decode to exactly lo and hi; a sum of n clients' levels, with t their sum /
+  top, decodes as `lo * (n - t) + hi * t`.
   """
-  if num_summands is not None:
-    lo = lo * tf.cast(num_summands, tf.float32)
-  return _levels_to_values(levels, step, lo, dtype)
+  count = (tf.constant(1.0) if num_summands is None
+           else tf.cast(num_summands, tf.float32))
+  return _levels_to_values(levels, lo, hi, tf.constant(1.0 / top), count,
+                           dtype)
 
 
 @tf.function(jit_compile=True, autograph=False)
-def _levels_to_values(levels, step, lo, dtype):
-  """`levels * step + lo` as `dtype`, fused into one pass by XLA."""
-  return tf.cast(tf.cast(levels, tf.float32) * step + lo, dtype)
+def _levels_to_values(levels, lo, hi, inverse_top, count, dtype):
+  """`lo * (count - t) + hi * t` as `dtype`, fused into one pass by XLA."""
+  t = tf.cast(levels, tf.float32) * inverse_top
+  return tf.cast(lo * (count - t) + hi * t, dtype)
 
 
 @tf.function(jit_compile=True, autograph=False)
-def _range_of(x):
+def range_of(x):
   """(min, max) of float32 `x`, (0, 0) when empty: one fused pass under XLA."""
   nonempty = tf.size(x) > 0
   lo = tf.where(nonempty, tf.reduce_min(x), 0.0)
@@ -135,8 +143,13 @@ def _range_of(x):
 
 
 @encoding_stage.tf_style_encoding_stage
-class UniformQuantizationEncodingStage(encoding_stage.EncodingStageInterface):
+class IntegerUniformQuantizationEncodingStage(
+    encoding_stage.EncodingStageInterface):
   """Quantizes to `2**bits` evenly spaced levels, sent as int32 level indices.
+
+  Integer levels make sums over any number of clients exact and independent of
+  their order; `IntegerBitpackingEncodingStage` packs them. tensor_encoding's
+  `UniformQuantizationEncodingStage` (float levels) is the other class here.
 
   The range is the input's own `[min, max]` (two float32 scalars on the wire),
   or a fixed `min_max=(lo, hi)` known to both sides, into which values are
@@ -145,9 +158,10 @@ class UniformQuantizationEncodingStage(encoding_stage.EncodingStageInterface):
   levels decodes as `sum * step + n * lo`. With a data range it does not.
 
   `stochastic=True` rounds up or down at random so that the decoded value is
-  unbiased for values inside the range; the noise differs per client through
-  `seeds.client_seed`, and `seed` lets a caller vary it. `stochastic=False`
-  rounds to nearest. Inputs must be finite.
+  unbiased for values inside the range: every encode draws fresh noise when
+  run directly, and inside a form each client's noise follows from its input,
+  the round and `seed` (`seeds.encode_seed`). `stochastic=False` rounds to
+  nearest. Inputs must be finite.
   """
 
   ENCODED_VALUES_KEY = 'quantized_values'
@@ -157,8 +171,8 @@ class UniformQuantizationEncodingStage(encoding_stage.EncodingStageInterface):
   MIN_PARAMS_KEY = 'min'
   MAX_PARAMS_KEY = 'max'
 
-  def __init__(self, bits=8, min_max=None, stochastic=True, seed=0):
-    name = 'UniformQuantizationEncodingStage'
+  def __init__(self, bits=8, min_max=None, stochastic=True, seed=None):
+    name = 'IntegerUniformQuantizationEncodingStage'
     self._bits = _check_bits(name, 'bits', bits)
     if min_max is not None:
       try:
@@ -172,7 +186,7 @@ class UniformQuantizationEncodingStage(encoding_stage.EncodingStageInterface):
       min_max = (lo, hi)
     self._min_max = min_max
     self._stochastic = bool(stochastic)
-    self._seed = int(seed)
+    self._seed = _check_seed(name, seed)
 
   @property
   def bits(self):
@@ -188,7 +202,7 @@ class UniformQuantizationEncodingStage(encoding_stage.EncodingStageInterface):
 
   @property
   def name(self):
-    return 'uniform_quantization'
+    return 'integer_uniform_quantization'
 
   @property
   def compressible_tensors_keys(self):
@@ -209,15 +223,15 @@ class UniformQuantizationEncodingStage(encoding_stage.EncodingStageInterface):
         params[self.MIN_PARAMS_KEY] = self._min_max[0]
         params[self.MAX_PARAMS_KEY] = self._min_max[1]
     if self._stochastic:
-      encode_params[self.SEED_PARAMS_KEY] = seeds.initial_seed(self._seed)
+      encode_params[self.SEED_PARAMS_KEY] = seeds.params_seed(self._seed)
     return encode_params, decode_params
 
   def encode(self, x, encode_params):
-    basic.check_float_input('UniformQuantizationEncodingStage', x)
+    basic.check_float_input('IntegerUniformQuantizationEncodingStage', x)
     values = tf.cast(x, tf.float32)
     encoded = {basic.DTYPE_TAG_KEY: basic.dtype_tag(x.dtype)}
     if self._min_max is None:
-      lo, hi = _range_of(values)
+      lo, hi = range_of(values)
       encoded[self.MIN_VALUES_KEY] = lo
       encoded[self.MAX_VALUES_KEY] = hi
     else:
@@ -227,9 +241,9 @@ class UniformQuantizationEncodingStage(encoding_stage.EncodingStageInterface):
                                       clip_value_max=hi)
     seed = None
     if self._stochastic:
-      seed = seeds.client_seed(encode_params[self.SEED_PARAMS_KEY], x)
-    encoded[self.ENCODED_VALUES_KEY] = _quantize(values, lo, self._step(lo, hi),
-                                                 seed)
+      seed = seeds.encode_seed(encode_params[self.SEED_PARAMS_KEY], x)
+    encoded[self.ENCODED_VALUES_KEY] = quantize(
+        values, lo, self._step(lo, hi), seed, 2**self._bits - 1)
     return encoded
 
   def decode(self, encoded_tensors, decode_params, num_summands=None,
@@ -242,12 +256,12 @@ class UniformQuantizationEncodingStage(encoding_stage.EncodingStageInterface):
     else:
       lo = tf.cast(decode_params[self.MIN_PARAMS_KEY], tf.float32)
       hi = tf.cast(decode_params[self.MAX_PARAMS_KEY], tf.float32)
-    return _dequantize(encoded_tensors[self.ENCODED_VALUES_KEY], lo,
-                       self._step(lo, hi), num_summands,
-                       basic.tagged_dtype(encoded_tensors[basic.DTYPE_TAG_KEY]))
+    return dequantize(encoded_tensors[self.ENCODED_VALUES_KEY], lo, hi,
+                      2**self._bits - 1, num_summands,
+                      basic.tagged_dtype(encoded_tensors[basic.DTYPE_TAG_KEY]))
 
   def _step(self, lo, hi):
-    return _level_step(hi - lo, 2**self._bits - 1, self._stochastic)
+    return level_step(hi - lo, 2**self._bits - 1)
 
 
 @encoding_stage.tf_style_adaptive_encoding_stage
@@ -275,7 +289,7 @@ class AdaptiveRangeQuantizationEncodingStage(
   SEED_PARAMS_KEY = 'seed'
 
   def __init__(self, bits=8, initial_range=1.0, decay=0.5, stochastic=True,
-               seed=0):
+               seed=None):
     name = 'AdaptiveRangeQuantizationEncodingStage'
     self._bits = _check_bits(name, 'bits', bits)
     if not (_is_number(initial_range) and 0 < initial_range < np.inf):
@@ -286,7 +300,7 @@ class AdaptiveRangeQuantizationEncodingStage(
     self._initial_range = float(initial_range)
     self._decay = float(decay)
     self._stochastic = bool(stochastic)
-    self._seed = int(seed)
+    self._seed = _check_seed(name, seed)
 
   @property
   def bits(self):
@@ -330,7 +344,7 @@ class AdaptiveRangeQuantizationEncodingStage(
     value_range = state[self.RANGE_STATE_KEY]
     encode_params = {self.RANGE_PARAMS_KEY: value_range}
     if self._stochastic:
-      encode_params[self.SEED_PARAMS_KEY] = seeds.initial_seed(self._seed)
+      encode_params[self.SEED_PARAMS_KEY] = seeds.params_seed(self._seed)
     return encode_params, {self.RANGE_PARAMS_KEY: value_range}
 
   def encode(self, x, encode_params):
@@ -338,15 +352,16 @@ class AdaptiveRangeQuantizationEncodingStage(
     values = tf.cast(x, tf.float32)
     hi = tf.cast(encode_params[self.RANGE_PARAMS_KEY], tf.float32)
     # Two read-only reductions; max(|x|) would first write |x|.
-    data_lo, data_hi = _range_of(values)
+    data_lo, data_hi = range_of(values)
     max_abs = tf.maximum(data_hi, -data_lo)
     values = tf.raw_ops.ClipByValue(t=values, clip_value_min=-hi,
                                     clip_value_max=hi)
     seed = None
     if self._stochastic:
-      seed = seeds.client_seed(encode_params[self.SEED_PARAMS_KEY], x)
+      seed = seeds.encode_seed(encode_params[self.SEED_PARAMS_KEY], x)
     encoded = {
-        self.ENCODED_VALUES_KEY: _quantize(values, -hi, self._step(hi), seed),
+        self.ENCODED_VALUES_KEY: quantize(values, -hi, self._step(hi), seed,
+                                           2**self._bits - 1),
         basic.DTYPE_TAG_KEY: basic.dtype_tag(x.dtype),
     }
     return encoded, {self.MAX_ABS_STATE_UPDATE_KEY: max_abs}
@@ -355,12 +370,12 @@ class AdaptiveRangeQuantizationEncodingStage(
              shape=None):
     del shape  # Unused.
     hi = tf.cast(decode_params[self.RANGE_PARAMS_KEY], tf.float32)
-    return _dequantize(encoded_tensors[self.ENCODED_VALUES_KEY], -hi,
-                       self._step(hi), num_summands,
-                       basic.tagged_dtype(encoded_tensors[basic.DTYPE_TAG_KEY]))
+    return dequantize(encoded_tensors[self.ENCODED_VALUES_KEY], -hi, hi,
+                      2**self._bits - 1, num_summands,
+                      basic.tagged_dtype(encoded_tensors[basic.DTYPE_TAG_KEY]))
 
   def _step(self, value_range):
-    return _level_step(2 * value_range, 2**self._bits - 1, self._stochastic)
+    return level_step(2 * value_range, 2**self._bits - 1)
 
 
 class _PackingPlan:
@@ -396,14 +411,15 @@ class _PackingPlan:
                                    autograph=False)
 
   def _pack_planes(self, body):
-    """int32 [group, m] -> uint8 [width * m]: the bytes of whole groups."""
+    """int32 [m, group] -> uint8 [m * width]: the bytes of whole groups, in order."""
     body = tf.cast(body, self.work_dtype)
-    return tf.concat(self.pack([body[j] for j in range(self.group)]), 0)
+    rows = self.pack([body[:, j] for j in range(self.group)])
+    return tf.reshape(tf.stack(rows, axis=1), [-1])
 
   def _unpack_rows(self, body):
-    """uint8 [width, m] -> int32 [group * m]: the inverse of `_pack_planes`."""
-    planes = self.unpack([body[b] for b in range(self.width)])
-    return tf.cast(tf.concat(planes, 0), tf.int32)
+    """uint8 [m, width] -> int32 [m * group]: the inverse of `_pack_planes`."""
+    planes = self.unpack([body[:, b] for b in range(self.width)])
+    return tf.reshape(tf.cast(tf.stack(planes, axis=1), tf.int32), [-1])
 
   def pack(self, planes):
     """`group` tensors of `work_dtype` -> `width` uint8 tensors, elementwise."""
@@ -439,19 +455,14 @@ def _shift(x, shift):
 
 
 @encoding_stage.tf_style_encoding_stage
-class BitpackingEncodingStage(encoding_stage.EncodingStageInterface):
+class IntegerBitpackingEncodingStage(encoding_stage.EncodingStageInterface):
   """Packs non-negative int32 values below `2**input_bits` densely into bytes.
 
   n values cost exactly `ceil(n * input_bits / 8)` bytes (uint8; uint16 for 16
   bits). The input must be rank 1 (put `FlattenEncodingStage` first for other
   shapes); decode needs its length to drop the padding of the last byte.
 
-  Layout: 8 and 16 bits are a plain cast. Otherwise the first
-  `group * m` values (`m = n // group`) are cut into `group` contiguous planes
-  of m values; byte row b of the output combines the planes with shifts, so
-  every op works on whole planes of m elements, with no per-element gathers.
-  The last `n - group * m` values form one partial group whose bytes are
-  trimmed to what they use.
+  Layout: see `pack`.
 
   Values outside `[0, 2**input_bits)` corrupt their neighbours: they are
   rejected at trace time when the input is a constant, and at run time only
@@ -461,10 +472,10 @@ class BitpackingEncodingStage(encoding_stage.EncodingStageInterface):
   ENCODED_VALUES_KEY = 'bitpacked_values'
 
   def __init__(self, input_bits, check_values=False):
-    self._bits = _check_bits('BitpackingEncodingStage', 'input_bits',
+    self._bits = _check_bits('IntegerBitpackingEncodingStage', 'input_bits',
                              input_bits)
     self._check_values = bool(check_values)
-    self._plan = _PackingPlan(self._bits)
+    self._plan = packing_plan(self._bits)
 
   @property
   def input_bits(self):
@@ -472,7 +483,7 @@ class BitpackingEncodingStage(encoding_stage.EncodingStageInterface):
 
   @property
   def name(self):
-    return 'bitpacking'
+    return 'integer_bitpacking'
 
   @property
   def compressible_tensors_keys(self):
@@ -491,25 +502,14 @@ class BitpackingEncodingStage(encoding_stage.EncodingStageInterface):
 
   def encode(self, x, encode_params):
     del encode_params  # Unused.
-    x = self._checked_input(x)
-    if self._bits in (8, 16):
-      return {self.ENCODED_VALUES_KEY:
-                  tf.cast(x, tf.uint8 if self._bits == 8 else tf.uint16)}
-    plan = self._plan
-    n = x.shape[0] if x.shape[0] is not None else tf.shape(x)[0]
-    m = n // plan.group
-    body = plan.pack_planes(tf.reshape(x[:m * plan.group], [plan.group, m]))
-    tail = tf.cast(x[m * plan.group:], plan.work_dtype)
-    tail = tf.pad(tail, [[0, plan.group - (n - m * plan.group)]])
-    tail_bytes = tf.stack(plan.pack(tf.unstack(tail, num=plan.group)))
-    tail_bytes = tail_bytes[:_ceil_div((n - m * plan.group) * self._bits, 8)]
-    return {self.ENCODED_VALUES_KEY: tf.concat([body, tail_bytes], 0)}
+    return {self.ENCODED_VALUES_KEY: pack(self._plan, self._checked_input(x))}
 
   def decode(self, encoded_tensors, decode_params, num_summands=None,
              shape=None):
     del decode_params, num_summands  # Unused.
     if shape is None:
-      raise ValueError('BitpackingEncodingStage: decode needs the input shape.')
+      raise ValueError('IntegerBitpackingEncodingStage: decode needs the input '
+                       'shape.')
     packed = encoded_tensors[self.ENCODED_VALUES_KEY]
     static_shape = tf.get_static_value(shape)
     if static_shape is not None:
@@ -517,25 +517,14 @@ class BitpackingEncodingStage(encoding_stage.EncodingStageInterface):
       expected = _ceil_div(n * self._bits, 8 * packed.dtype.size)
       if packed.shape[0] is not None and packed.shape[0] != expected:
         raise ValueError(
-            f'BitpackingEncodingStage: {n} values of {self._bits} bits pack '
-            f'into {expected} words, got {packed.shape[0]}.')
+            f'IntegerBitpackingEncodingStage: {n} values of {self._bits} bits '
+            f'pack into {expected} words, got {packed.shape[0]}.')
     else:
       n = tf.cast(tf.reshape(shape, [-1])[0], tf.int32)
-    if self._bits in (8, 16):
-      return tf.cast(packed, tf.int32)
-    plan = self._plan
-    m = n // plan.group
-    body = plan.unpack_rows(tf.reshape(packed[:m * plan.width], [plan.width, m]))
-    tail_bytes = packed[m * plan.width:]
-    tail_bytes = tf.reshape(
-        tf.pad(tail_bytes, [[0, plan.width - tf.shape(tail_bytes)[0]]]),
-        [plan.width])
-    tail = tf.stack(plan.unpack(tf.unstack(tail_bytes)))
-    tail = tf.cast(tail[:n - m * plan.group], tf.int32)
-    return tf.reshape(tf.concat([body, tail], 0), [n])
+    return unpack(self._plan, packed, n)
 
   def _checked_input(self, x):
-    name = 'BitpackingEncodingStage'
+    name = 'IntegerBitpackingEncodingStage'
     if x.dtype != tf.int32:
       raise TypeError(f'{name}: input must be int32 (quantization levels), got '
                       f'{x.dtype.name}.')
@@ -557,6 +546,54 @@ class BitpackingEncodingStage(encoding_stage.EncodingStageInterface):
           tf.debugging.assert_less(x, limit, message=message)]):
         x = tf.identity(x)
     return x
+
+
+def packing_plan(bits):
+  """The `_PackingPlan` of `bits`, built once per width (its XLA functions too)."""
+  if bits not in _PLANS:
+    _PLANS[bits] = _PackingPlan(bits)
+  return _PLANS[bits]
+
+
+_PLANS = {}
+
+
+def pack(plan, x):
+  """Rank-1 int32 levels -> `ceil(n * bits / 8)` bytes (uint8; uint16 at 16 bits).
+
+  Values are laid end to end, least significant bits first (tensor_encoding's
+  order). 8 and 16 bits are a plain cast. Otherwise the first `group * m`
+  values (`m = n // group`) are seen as `[m, group]`; byte b of every group
+  combines columns with shifts, so every op works on whole columns (strided
+  views XLA fuses into one pass), with no per-element gathers. The last
+  `n - group * m` values form one partial group whose bytes are trimmed to
+  what they use.
+  """
+  if plan.bits in (8, 16):
+    return tf.cast(x, tf.uint8 if plan.bits == 8 else tf.uint16)
+  n = x.shape[0] if x.shape[0] is not None else tf.shape(x)[0]
+  m = n // plan.group
+  body = plan.pack_planes(tf.reshape(x[:m * plan.group], [m, plan.group]))
+  tail = tf.cast(x[m * plan.group:], plan.work_dtype)
+  tail = tf.pad(tail, [[0, plan.group - (n - m * plan.group)]])
+  tail_bytes = tf.stack(plan.pack(tf.unstack(tail, num=plan.group)))
+  tail_bytes = tail_bytes[:_ceil_div((n - m * plan.group) * plan.bits, 8)]
+  return tf.concat([body, tail_bytes], 0)
+
+
+def unpack(plan, packed, n):
+  """The `n` int32 levels `pack` turned into `packed`."""
+  if plan.bits in (8, 16):
+    return tf.cast(packed, tf.int32)
+  m = n // plan.group
+  body = plan.unpack_rows(tf.reshape(packed[:m * plan.width], [m, plan.width]))
+  tail_bytes = packed[m * plan.width:]
+  tail_bytes = tf.reshape(
+      tf.pad(tail_bytes, [[0, plan.width - tf.shape(tail_bytes)[0]]]),
+      [plan.width])
+  tail = tf.stack(plan.unpack(tf.unstack(tail_bytes)))
+  tail = tf.cast(tail[:n - m * plan.group], tf.int32)
+  return tf.reshape(tf.concat([body, tail], 0), [n])
 
 
 def _ceil_div(a, b):

@@ -165,14 +165,104 @@ def _unrotate(flat, seed, max_block_size):
              lambda: rotation.inverse(flat, signs))
 
 
+@encoding_stage.tf_style_encoding_stage
+class HadamardEncodingStage(encoding_stage.EncodingStageInterface):
+  """tensor_encoding's rotation: each row, zero-padded to a power of two, rotated.
+
+  A rank-1 input is one row (encoded as `[1, 2**k]`), a rank-2 input `[b, d]`
+  is b rows (`[b, 2**k]`, b may be unknown); `2**k` is the smallest power of
+  two >= d, which must be static. The signs come from a seed drawn in
+  `get_params` (fresh per call when run directly, from the round in a form),
+  so repeated encodes rotate differently. Padding sends up to twice the values:
+  `UnpaddedHadamardEncodingStage` rotates any size without it.
+  """
+
+  ENCODED_VALUES_KEY = 'hadamard_values'
+  SEED_PARAMS_KEY = 'seed'
+
+  def __init__(self, seed=None):
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+      raise TypeError('HadamardEncodingStage: seed must be a Python int or '
+                      f'None, got {type(seed).__name__}.')
+    self._seed = seed
+
+  @property
+  def name(self):
+    return 'hadamard'
+
+  @property
+  def compressible_tensors_keys(self):
+    return [self.ENCODED_VALUES_KEY]
+
+  @property
+  def commutes_with_sum(self):
+    return True
+
+  @property
+  def decode_needs_input_shape(self):
+    return True
+
+  def get_params(self):
+    params = {self.SEED_PARAMS_KEY: seeds.params_seed(self._seed)}
+    return params, dict(params)
+
+  def encode(self, x, encode_params):
+    rows = _as_rows(x)
+    width = rows.shape[1]
+    padded_width = 1 << max(width - 1, 0).bit_length()
+    compute_dtype = _compute_dtype(x)
+    rows = tf.pad(tf.cast(rows, compute_dtype),
+                  [[0, 0], [0, padded_width - width]])
+    rotation = _row_rotation(padded_width, encode_params[self.SEED_PARAMS_KEY],
+                             compute_dtype)
+    rotated = rotation.forward(tf.reshape(rows, [-1]), rotation.block_signs)
+    return {self.ENCODED_VALUES_KEY: tf.cast(
+        tf.reshape(rotated, [-1, padded_width]), x.dtype)}
+
+  def decode(self, encoded_tensors, decode_params, num_summands=None,
+             shape=None):
+    del num_summands  # The rotation is linear: a sum decodes like one value.
+    if shape is None:
+      raise ValueError('HadamardEncodingStage: decode needs the input shape.')
+    values = encoded_tensors[self.ENCODED_VALUES_KEY]
+    compute_dtype = _compute_dtype(values)
+    padded_width = values.shape[1]
+    rotation = _row_rotation(padded_width, decode_params[self.SEED_PARAMS_KEY],
+                             compute_dtype)
+    rows = rotation.inverse(tf.reshape(tf.cast(values, compute_dtype), [-1]),
+                            rotation.block_signs)
+    rows = tf.reshape(rows, [-1, padded_width])
+    width = tf.reshape(shape, [-1])[-1]
+    return tf.reshape(tf.cast(rows[:, :width], values.dtype), shape)
+
+
+def _as_rows(x):
+  """`x` as a matrix of rows: rank 1 is one row, rank 2 is itself."""
+  if x.shape.rank is None or x.shape.rank == 0 or x.shape[-1] is None:
+    raise ValueError('HadamardEncodingStage: the number of dimensions and the '
+                     f'last dimension of the input must be fully known, got '
+                     f'shape {x.shape}.')
+  if x.shape.rank > 2:
+    raise ValueError('HadamardEncodingStage: the number of dimensions of the '
+                     f'input must be 1 or 2., got shape {x.shape}.')
+  return tf.reshape(x, [1, -1]) if x.shape.rank == 1 else x
+
+
+def _row_rotation(width, seed, dtype):
+  """The rotation of consecutive rows of `width` (a power of two) values."""
+  return _BlockRotation(_Layout(width, width), seed, dtype)
+
+
 @encoding_stage.tf_style_adaptive_encoding_stage
-class HadamardEncodingStage(encoding_stage.AdaptiveEncodingStageInterface):
+class UnpaddedHadamardEncodingStage(
+    encoding_stage.AdaptiveEncodingStageInterface):
   """Rotates the flattened input by a random orthogonal Hadamard-based matrix.
 
   The rotation is linear and every client draws it from the same seed, so
   decoding commutes with summing encodings. The seed is the state: each round
   rotates differently, so no input stays badly aligned with the rotation.
-  The encoded values are rank 1, as many as the input has, in its dtype.
+  The encoded values are rank 1, as many as the input has, in its dtype: no
+  padding, unlike tensor_encoding's `HadamardEncodingStage`.
   """
 
   ENCODED_VALUES_KEY = 'hadamard_values'
@@ -185,20 +275,20 @@ class HadamardEncodingStage(encoding_stage.AdaptiveEncodingStageInterface):
     Larger blocks spread mass over more coordinates and cost more per value.
     """
     if isinstance(seed, bool) or not isinstance(seed, int):
-      raise TypeError('HadamardEncodingStage: seed must be a Python int, got '
-                      f'{type(seed).__name__}.')
+      raise TypeError('UnpaddedHadamardEncodingStage: seed must be a Python '
+                      f'int, got {type(seed).__name__}.')
     if (isinstance(max_block_size, bool) or not isinstance(max_block_size, int)
         or max_block_size < 1 or max_block_size > _LARGEST_MAX_BLOCK_SIZE
         or max_block_size & (max_block_size - 1)):
-      raise ValueError('HadamardEncodingStage: max_block_size must be a power '
-                       f'of two in [1, {_LARGEST_MAX_BLOCK_SIZE}], got '
+      raise ValueError('UnpaddedHadamardEncodingStage: max_block_size must be '
+                       f'a power of two in [1, {_LARGEST_MAX_BLOCK_SIZE}], got '
                        f'{max_block_size!r}.')
     self._seed = seed
     self._max_block_size = max_block_size
 
   @property
   def name(self):
-    return 'hadamard'
+    return 'unpadded_hadamard'
 
   @property
   def compressible_tensors_keys(self):
@@ -238,11 +328,11 @@ class HadamardEncodingStage(encoding_stage.AdaptiveEncodingStageInterface):
              shape=None):
     del num_summands  # The rotation is linear: a sum decodes like one value.
     if shape is None:
-      raise ValueError('HadamardEncodingStage: decode needs the input shape.')
+      raise ValueError('UnpaddedHadamardEncodingStage: decode needs the input shape.')
     values = encoded_tensors[self.ENCODED_VALUES_KEY]
     compute_dtype = _compute_dtype(values)
     if values.shape.rank != 1:
-      raise ValueError('HadamardEncodingStage: encoded values must be rank 1, '
+      raise ValueError('UnpaddedHadamardEncodingStage: encoded values must be rank 1, '
                        f'got shape {values.shape}.')
     flat = _unrotate(tf.cast(values, compute_dtype),
                      decode_params[self.SEED_PARAMS_KEY], self._max_block_size)

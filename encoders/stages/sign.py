@@ -26,7 +26,7 @@ class SignEncodingStage(encoding_stage.EncodingStageInterface):
   `scale='mean_abs'` uses ||x||_1 / n, the magnitude of signSGD-style
   compressors (the least-squares scale for the signs). `scale='drive'` uses
   ||x||_2^2 / ||x||_1, which DRIVE shows makes the estimate unbiased when the
-  input was randomly rotated first (e.g. by `HadamardEncodingStage`, sharing
+  input was randomly rotated first (e.g. by `UnpaddedHadamardEncodingStage`, sharing
   the rotation seed across clients).
 
   Zero counts as positive: it decodes to +scale. The signs are flattened to

@@ -201,9 +201,10 @@ def _sample_indices(seed, size, num_kept):
 class RandomSubsamplingEncodingStage(encoding_stage.EncodingStageInterface):
   """Keeps k = min(n, max(1, ceil(fraction * n))) random values, unbiasedly.
 
-  Each client samples its own coordinates, from `seeds.client_seed` of the
-  params seed and its input, and sends that 128-bit seed instead of the
-  indices; decode regenerates them. Decoding scales the kept values by n / k,
+  Each client samples its own coordinates from `seeds.encode_seed` (fresh per
+  encode when run directly; from the params seed, round and input inside a
+  form) and sends that 128-bit seed instead of the indices; decode
+  regenerates them. Decoding scales the kept values by n / k,
   so its expectation over the sample is the input.
 
   The sample is stratified (one random coordinate from each of k equal
@@ -217,11 +218,11 @@ class RandomSubsamplingEncodingStage(encoding_stage.EncodingStageInterface):
   SAMPLE_SEED_KEY = 'sample_seed'
   SEED_PARAMS_KEY = 'seed'
 
-  def __init__(self, fraction, seed=0):
+  def __init__(self, fraction, seed=None):
     self._ratio = _as_ratio('RandomSubsamplingEncodingStage', fraction)
-    if isinstance(seed, bool) or not isinstance(seed, int):
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
       raise TypeError('RandomSubsamplingEncodingStage: seed must be a Python '
-                      f'int, got {type(seed).__name__}.')
+                      f'int or None, got {type(seed).__name__}.')
     self._seed = seed
 
   @property
@@ -241,13 +242,13 @@ class RandomSubsamplingEncodingStage(encoding_stage.EncodingStageInterface):
     return True
 
   def get_params(self):
-    return {self.SEED_PARAMS_KEY: seeds.initial_seed(self._seed)}, {}
+    return {self.SEED_PARAMS_KEY: seeds.params_seed(self._seed)}, {}
 
   def encode(self, x, encode_params):
     basic.check_float_input('RandomSubsamplingEncodingStage', x)
     flat = tf.reshape(x, [-1])
     size = shapes.static_or_dynamic_size(flat)
-    sample_seed = seeds.client_seed(encode_params[self.SEED_PARAMS_KEY], x)
+    sample_seed = seeds.encode_seed(encode_params[self.SEED_PARAMS_KEY], x)
     indices = _sample_indices(sample_seed, size, _num_kept(self._ratio, size))
     return {
         self.VALUES_KEY: tf.gather(flat, indices),

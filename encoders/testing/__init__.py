@@ -18,6 +18,10 @@ Both `EncodingStageInterface` and `AdaptiveEncodingStageInterface` stages are
 accepted; an adaptive stage gets its params from
 `stage.get_params(stage.initial_state())`. The harness draws its own data from
 numpy with fixed seeds, so every check is reproducible.
+
+`encoders.testing.test_utils` is the other way to test a stage:
+tensor_encoding's `test_utils` API (`BaseEncodingStageTest` and example
+stages), for stage tests written for tensor_encoding.
 """
 
 import contextlib
