@@ -12,7 +12,7 @@ eager execution off at import time. Prints a table per file and
   python scripts/te_conformance.py [--upstream DIR] [--json PATH] [--jobs 2]
 
 The upstream directory comes from --upstream, else $TENSOR_ENCODING_TESTS, else
-../shared/peers/tensor_encoding_tests next to this checkout.
+shared/peers/tensor_encoding_tests next to this checkout or a folder above it.
 """
 
 import argparse
@@ -37,7 +37,9 @@ FILE_TIMEOUT_SECONDS = 900
 def default_upstream():
   """The upstream test directory, or None when neither place has it."""
   candidates = [os.environ.get(ENV_VAR)] if os.environ.get(ENV_VAR) else []
-  candidates.append(REPO.parent / 'shared' / 'peers' / 'tensor_encoding_tests')
+  # ../shared next to this checkout, or next to any folder above it.
+  candidates += [parent / 'shared' / 'peers' / 'tensor_encoding_tests'
+                 for parent in REPO.parents]
   for candidate in candidates:
     if (pathlib.Path(candidate) / 'tensor_encoding').is_dir():
       return pathlib.Path(candidate)

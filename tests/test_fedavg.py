@@ -193,9 +193,10 @@ def test_encoded_bits_are_about_a_quarter(plain, encoded, model):
                     for s in tf.nest.flatten(model.weights_spec))
   assert plain_form.broadcast_bits == 32 * num_weights
   assert plain_form.aggregated_bits == 32 * num_weights + 32 + _METRIC_BITS
-  # C is exactly the encoded model (plus the 128-bit stochastic-rounding seed
-  # of each 8-bit mean encoder, which clients need to encode).
-  seed_bits = 2 * 128
+  # C is exactly the encoded model, plus the 128-bit stochastic-rounding seed
+  # of each 8-bit mean encoder and the 64-bit round number that seeds each
+  # client's noise, which clients need to encode.
+  seed_bits = 2 * 128 + 64
   assert form.broadcast_bits == broadcast.encoded_bits + seed_bits
   # U is exactly the encoded delta, the weight and the metric sums.
   assert form.aggregated_bits == mean.encoded_bits + 32 + _METRIC_BITS

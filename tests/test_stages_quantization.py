@@ -8,6 +8,7 @@ import pytest
 import tensorflow as tf
 
 from encoders.core import encoding_stage
+from encoders.core import seeds
 from encoders.stages import basic
 from encoders.stages import quantization
 
@@ -170,7 +171,11 @@ class TestUniformQuantization:
         levels = levels['quantized_values'].numpy()
         assert levels.min() == 0 and levels.max() == 2**bits - 1, (bits, lo)
 
-  def test_same_input_same_bits_and_clients_differ(self):
+  def test_same_input_same_bits_and_clients_differ_in_a_form(self):
+    with seeds.pure_randomness():
+      self._same_input_same_bits_and_clients_differ()
+
+  def _same_input_same_bits_and_clients_differ(self):
     stage = UQ(bits=4)
     encode_params, _ = stage.get_params()
     x = _random([500], seed=1)

@@ -221,7 +221,7 @@ def test_decode_without_shape_is_a_clear_error():
 
 def test_properties():
   stage = rotation.UnpaddedHadamardEncodingStage()
-  assert stage.name == 'hadamard'
+  assert stage.name == 'unpadded_hadamard'
   assert stage.compressible_tensors_keys == [VALUES]
   assert stage.decode_needs_input_shape
 

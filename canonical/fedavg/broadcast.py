@@ -13,6 +13,7 @@ from canonical import types as ft
 from canonical.fedavg import measured_process
 from canonical.fedavg import specs
 from encoders.core import simple_encoder
+from encoders.core import seeds
 
 tf_computation = specs.tf_computation
 federated_computation = computations.federated_computation
@@ -70,17 +71,21 @@ def build_encoded_broadcast_process(value_spec, encoder_fn):
                           who)
 
   def initial_state():
-    return tuple(encoder.initial_state() for encoder in encoders)
+    # The round number seeds the encoders' noise (seeds.noise_round).
+    return (tuple(encoder.initial_state() for encoder in encoders),
+            tf.constant(0, tf.int64))
 
   initialize = tf_computation(initial_state)
   state_spec = specs.plain(initialize.result_spec)
 
   def encode_at_server(state, value):
-    encoded_and_states = [
-        encoder.encode(x, s)
-        for encoder, x, s in zip(encoders, tf.nest.flatten(value), state)]
+    encoder_states, round_number = state
+    with seeds.noise_round(round_number):
+      encoded_and_states = [
+          encoder.encode(x, s) for encoder, x, s in zip(
+              encoders, tf.nest.flatten(value), encoder_states)]
     return (tuple(e for e, _ in encoded_and_states),
-            tuple(s for _, s in encoded_and_states))
+            (tuple(s for _, s in encoded_and_states), round_number + 1))
 
   encode = tf_computation(encode_at_server, state_spec, value_spec)
   encoded_spec = specs.plain(encode.result_spec[0])

@@ -31,6 +31,7 @@ from canonical.fedavg import measured_process
 from canonical.fedavg import specs
 from encoders.core import encoding_stage
 from encoders.core import error_feedback as error_feedback_lib
+from encoders.core import seeds
 from encoders.core import gather_encoder
 
 tf_computation = specs.tf_computation
@@ -105,31 +106,37 @@ def build_encoded_mean_process(value_spec, encoder_fn, error_feedback=False):
   feedback = tuple(error_feedback_lib.ErrorFeedback(e) for e in encoders)
 
   def initial_state():
-    return tuple(encoder.initial_state() for encoder in encoders)
+    # The round number seeds the encoders' noise (seeds.noise_round).
+    return (tuple(encoder.initial_state() for encoder in encoders),
+            tf.constant(0, tf.int64))
 
   initialize = tf_computation(initial_state)
   state_spec = specs.plain(initialize.result_spec)
 
   def params_for_clients(state):
-    params = [e.get_params(s) for e, s in zip(encoders, state)]
-    if error_feedback:
-      return tuple(params)
-    return tuple((encode_params, before_sum_params)
-                 for encode_params, before_sum_params, _ in params)
+    encoder_states, round_number = state
+    with seeds.noise_round(round_number):
+      params = [e.get_params(s) for e, s in zip(encoders, encoder_states)]
+    if not error_feedback:
+      params = [(encode_params, before_sum_params)
+                for encode_params, before_sum_params, _ in params]
+    return tuple(params), round_number
 
   client_params = tf_computation(params_for_clients, state_spec)
   client_params_spec = specs.plain(client_params.result_spec)
 
-  def encode_at_client(value, weight, params, residual=None):
+  def encode_at_client(value, weight, params_and_round, residual=None):
+    params, round_number = params_and_round
     flat = tf.nest.flatten(_weighted(value, weight))
     messages, updates, residuals = [], [], []
     for i, (encoder, x, p) in enumerate(zip(encoders, flat, params)):
-      if error_feedback:
-        encoded, update, new_residual = feedback[i].encode(
-            x, tf.nest.flatten(residual)[i], p)
-        residuals.append(new_residual)
-      else:
-        encoded, update = encoder.encode(x, p[0])
+      with seeds.noise_round(round_number):
+        if error_feedback:
+          encoded, update, new_residual = feedback[i].encode(
+              x, tf.nest.flatten(residual)[i], p)
+          residuals.append(new_residual)
+        else:
+          encoded, update = encoder.encode(x, p[0])
       messages.append((encoded, p[1]))
       updates.append(update)
     message = (tuple(messages), weight, tuple(updates))
@@ -180,15 +187,18 @@ def build_encoded_mean_process(value_spec, encoder_fn, error_feedback=False):
     return accumulator
 
   def finish_at_server(state, total):
+    encoder_states, round_number = state
     parts, weight, count, updates = total
     means = []
-    for encoder, s, part in zip(encoders, state, parts):
-      _, _, after_sum_params = encoder.get_params(s)
+    for encoder, s, part in zip(encoders, encoder_states, parts):
+      with seeds.noise_round(round_number):
+        _, _, after_sum_params = encoder.get_params(s)
       summed = encoder.decode_after_sum(part, after_sum_params, count)
       means.append(tf.math.divide_no_nan(summed, tf.cast(weight, summed.dtype)))
     new_state = tuple(e.update_state(s, u)
-                      for e, s, u in zip(encoders, state, updates))
-    return new_state, tf.nest.pack_sequence_as(value_spec, means)
+                      for e, s, u in zip(encoders, encoder_states, updates))
+    return (new_state, round_number + 1), tf.nest.pack_sequence_as(value_spec,
+                                                                    means)
 
   aggregate = dict(
       zero=tf_computation(zero),

@@ -76,11 +76,12 @@ def params_seed(seed=None):
 def encode_seed(seed, x):
   """The seed of one `encode`'s own noise (stochastic rounding, sampling).
 
-  Pure: folds in a fingerprint of `x`, so clients with different data draw
-  independent noise. Otherwise folds in a fresh draw, so every call differs.
+  Pure: folds in a fingerprint of `x` and the round, so clients with different
+  data draw independent noise, and so does one client in another round.
+  Otherwise folds in a fresh draw, so every call differs.
   """
   if is_pure():
-    return client_seed(seed, x)
+    return _fold_in(client_seed(seed, x), _PURE_ROUND.get())
   return _fold_in(seed, _fresh([]))
 
 
