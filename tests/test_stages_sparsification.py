@@ -197,7 +197,7 @@ def test_random_subsampling_sends_k_values_and_a_seed():
   assert encoded[SAMPLE_SEED].dtype == tf.int64
   assert encoded[SAMPLE_SEED].shape == [2]
   np.testing.assert_array_equal(
-      encoded[SAMPLE_SEED], seeds.client_seed(encode_params['seed'], x))
+      encoded[SAMPLE_SEED], seeds.encode_seed(encode_params['seed'], x))
   decoded = stage.decode(encoded, decode_params, shape=[8, 5]).numpy()
   kept = decoded != 0
   assert np.sum(kept) == 10
