@@ -16,6 +16,7 @@ here. Where those seeds come from depends on where the stage runs:
 
 import contextlib
 import contextvars
+import numbers
 
 import tensorflow as tf
 
@@ -53,6 +54,15 @@ def noise_round(round_number):
 
 def is_pure():
   return _PURE_ROUND.get() is not None
+
+
+def check_seed(stage_name, seed):
+  """A stage's `seed` argument: None (fresh when run directly) or a Python int."""
+  if seed is not None and (isinstance(seed, bool) or
+                           not isinstance(seed, numbers.Integral)):
+    raise TypeError(f'{stage_name}: seed must be a Python int or None, got '
+                    f'{seed!r}.')
+  return None if seed is None else int(seed)
 
 
 def initial_seed(seed):

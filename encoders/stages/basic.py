@@ -184,8 +184,9 @@ class CastEncodingStage(encoding_stage.EncodingStageInterface):
                    tagged_dtype(encoded_tensors[DTYPE_TAG_KEY]))
 
 
-def _norm_dtype(dtype):
-  """float64 for float64, else float32: half precision overflows a norm."""
+def wide_dtype(dtype):
+  """float64 for float64, else float32: half precision overflows a norm and
+  loses bits over the long sums of a transform."""
   return tf.float64 if dtype == tf.float64 else tf.float32
 
 
@@ -230,7 +231,7 @@ class ClipByNormEncodingStage(encoding_stage.EncodingStageInterface):
 
   def encode(self, x, encode_params):
     check_float_input('ClipByNormEncodingStage', x)
-    norm_dtype = _norm_dtype(x.dtype)
+    norm_dtype = wide_dtype(x.dtype)
     clip_norm = tf.cast(encode_params[self.CLIP_NORM_PARAMS_KEY], norm_dtype)
     # l2_loss is sum(x**2) / 2 in a single pass over memory.
     norm = tf.sqrt(2 * tf.nn.l2_loss(tf.cast(x, norm_dtype)))

@@ -30,7 +30,7 @@ _WORD_DTYPE = {tf.float32: tf.int32, tf.float64: tf.int64}
 _LEVELS_OF_WORD = {tf.int32: tf.float32, tf.int64: tf.float64}
 
 
-def _check_bits(bits, name):
+def check_bits(name, bits):
   if tf.is_tensor(bits) or isinstance(bits, tf.Variable):
     raise TypeError(f'{name}: bits cannot be a TensorFlow value; pass a '
                     f'Python int, got {bits!r}.')
@@ -78,16 +78,13 @@ class UniformQuantizationEncodingStage(encoding_stage.EncodingStageInterface):
   SEED_PARAMS_KEY = 'seed'
 
   def __init__(self, bits=8, min_max=None, stochastic=True, seed=None):
-    self._bits = _check_bits(bits, _NAME)
+    self._bits = check_bits(_NAME, bits)
     self._min_max = _check_min_max(min_max)
     if not isinstance(stochastic, bool):
       raise TypeError(f'{_NAME}: stochastic must be a Python bool, got '
                       f'{stochastic!r}.')
     self._stochastic = stochastic
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-      raise TypeError(f'{_NAME}: seed must be a Python int or None, got '
-                      f'{seed!r}.')
-    self._seed = seed
+    self._seed = seeds.check_seed(_NAME, seed)
 
   @property
   def bits(self):
@@ -182,7 +179,7 @@ class BitpackingEncodingStage(encoding_stage.EncodingStageInterface):
   ENCODED_VALUES_KEY = 'bitpacked_values'
 
   def __init__(self, input_bits):
-    self._bits = _check_bits(input_bits, 'BitpackingEncodingStage')
+    self._bits = check_bits('BitpackingEncodingStage', input_bits)
     self._plan = quantization.packing_plan(self._bits)
 
   @property

@@ -38,15 +38,6 @@ def _check_bits(stage_name, arg_name, bits):
   return int(bits)
 
 
-def _check_seed(stage_name, seed):
-  if seed is None:
-    return None
-  if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-    raise TypeError(f'{stage_name}: seed must be a Python int or None, got '
-                    f'{seed!r}.')
-  return int(seed)
-
-
 def _is_number(value):
   return (isinstance(value, (int, float, np.number)) and
           not isinstance(value, bool))
@@ -186,7 +177,7 @@ class IntegerUniformQuantizationEncodingStage(
       min_max = (lo, hi)
     self._min_max = min_max
     self._stochastic = bool(stochastic)
-    self._seed = _check_seed(name, seed)
+    self._seed = seeds.check_seed(name, seed)
 
   @property
   def bits(self):
@@ -300,7 +291,7 @@ class AdaptiveRangeQuantizationEncodingStage(
     self._initial_range = float(initial_range)
     self._decay = float(decay)
     self._stochastic = bool(stochastic)
-    self._seed = _check_seed(name, seed)
+    self._seed = seeds.check_seed(name, seed)
 
   @property
   def bits(self):

@@ -37,8 +37,7 @@ _MAX_FACTOR_LOG2 = 5
 
 def _compute_dtype(x):
   basic.check_float_input('HadamardEncodingStage', x)
-  # Half precision is rotated in float32: its long sums would lose bits.
-  return tf.float64 if x.dtype == tf.float64 else tf.float32
+  return basic.wide_dtype(x.dtype)
 
 
 class _Layout:
@@ -82,17 +81,39 @@ def _hadamard_matrix(order, dtype):
   return (1 - 2 * tf.cast(parity, dtype)) * tf.math.rsqrt(tf.cast(order, dtype))
 
 
-class _BlockRotation:
-  """H_B applied to each block of B consecutive values, with random signs.
+def _hadamard_blocks(values, factors, dtype):
+  """Flat `values` times H_B on each block of B = prod(factors) consecutive values.
 
-  H_B = H_f1 (x) H_f2 (x) ... for the layout's factors f1 * f2 * ... = B, so
-  each factor is one matmul over a reshaped view: no transposes, and small
-  factors keep the arithmetic per value low.
+  H_B = H_f1 (x) H_f2 (x) ..., so each factor is one matmul over a reshaped
+  view: no transposes, and small factors keep the arithmetic per value low.
   """
+  mixed = values
+  for i, order in enumerate(factors):
+    matrix = _hadamard_matrix(order, dtype)
+    if i == len(factors) - 1:
+      mixed = tf.matmul(tf.reshape(mixed, [-1, order]), matrix)
+    else:
+      later = factors[i + 1]
+      for f in factors[i + 2:]:
+        later = later * f
+      mixed = tf.matmul(matrix, tf.reshape(mixed, [-1, order, later]))
+  return tf.reshape(mixed, [-1])
+
+
+def hadamard_rows(rows):
+  """Each row of `rows` ([b, N], N a static power of two) times orthonormal H_N."""
+  width = rows.shape[-1]
+  factors = _Layout(width, width).factors
+  return tf.reshape(_hadamard_blocks(tf.reshape(rows, [-1]), factors,
+                                     rows.dtype), [-1, width])
+
+
+class _BlockRotation:
+  """H_B applied to each block of B consecutive values, with random signs."""
 
   def __init__(self, layout, seed, dtype):
     self._layout = layout
-    self._matrices = [_hadamard_matrix(f, dtype) for f in layout.factors]
+    self._dtype = dtype
     bits = tf.random.stateless_uniform(
         [2, layout.block], seed=seed, minval=0, maxval=2, dtype=tf.int32,
         alg='philox')  # Named, so every device draws the same signs.
@@ -102,17 +123,7 @@ class _BlockRotation:
     self.window_signs = signs[1]
 
   def _hadamard(self, values):
-    factors = self._layout.factors
-    mixed = values
-    for i, (order, matrix) in enumerate(zip(factors, self._matrices)):
-      if i == len(factors) - 1:
-        mixed = tf.matmul(tf.reshape(mixed, [-1, order]), matrix)
-      else:
-        later = factors[i + 1]
-        for f in factors[i + 2:]:
-          later = later * f
-        mixed = tf.matmul(matrix, tf.reshape(mixed, [-1, order, later]))
-    return tf.reshape(mixed, [-1])
+    return _hadamard_blocks(values, self._layout.factors, self._dtype)
 
   def _signed(self, values, signs):
     return tf.reshape(
@@ -181,10 +192,7 @@ class HadamardEncodingStage(encoding_stage.EncodingStageInterface):
   SEED_PARAMS_KEY = 'seed'
 
   def __init__(self, seed=None):
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-      raise TypeError('HadamardEncodingStage: seed must be a Python int or '
-                      f'None, got {type(seed).__name__}.')
-    self._seed = seed
+    self._seed = seeds.check_seed('HadamardEncodingStage', seed)
 
   @property
   def name(self):
@@ -274,9 +282,7 @@ class UnpaddedHadamardEncodingStage(
 
     Larger blocks spread mass over more coordinates and cost more per value.
     """
-    if isinstance(seed, bool) or not isinstance(seed, int):
-      raise TypeError('UnpaddedHadamardEncodingStage: seed must be a Python '
-                      f'int, got {type(seed).__name__}.')
+    seed = seeds.check_seed('UnpaddedHadamardEncodingStage', seed) or 0
     if (isinstance(max_block_size, bool) or not isinstance(max_block_size, int)
         or max_block_size < 1 or max_block_size > _LARGEST_MAX_BLOCK_SIZE
         or max_block_size & (max_block_size - 1)):

@@ -220,10 +220,7 @@ class RandomSubsamplingEncodingStage(encoding_stage.EncodingStageInterface):
 
   def __init__(self, fraction, seed=None):
     self._ratio = _as_ratio('RandomSubsamplingEncodingStage', fraction)
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-      raise TypeError('RandomSubsamplingEncodingStage: seed must be a Python '
-                      f'int or None, got {type(seed).__name__}.')
-    self._seed = seed
+    self._seed = seeds.check_seed('RandomSubsamplingEncodingStage', seed)
 
   @property
   def name(self):

@@ -20,26 +20,20 @@ the last step adds U^T r unclipped, so U a == x exactly: the stage is then
 lossless and only the last step's coefficients may exceed the bound.
 """
 
-import math
 import numbers
 
 import tensorflow as tf
 
 from encoders.core import encoding_stage
 from encoders.core import seeds
+from encoders.stages import basic
+from encoders.stages import rotation
 
 _STAGE = 'KashinHadamardEncodingStage'
-# Largest factor of H_N applied as one matmul (as in the rotation stage).
-_MAX_FACTOR_LOG2 = 5
 
 
 def _is_real(value):
   return isinstance(value, numbers.Real) and not isinstance(value, bool)
-
-
-def _compute_dtype(dtype):
-  # Half precision would lose bits over the long sums of the transform.
-  return tf.float64 if dtype == tf.float64 else tf.float32
 
 
 def _frame_size(n, pad_extra_level_threshold):
@@ -56,42 +50,6 @@ def _frame_size(n, pad_extra_level_threshold):
   return size
 
 
-def _hadamard_matrix(order, dtype):
-  """The orthonormal Sylvester-Hadamard matrix of a power-of-two `order`.
-
-  Entry (i, j) is (-1)**popcount(i & j) / sqrt(order): built in one op, with
-  no Kronecker products.
-  """
-  index = tf.range(order)
-  parity = tf.bitwise.bitwise_and(
-      tf.raw_ops.PopulationCount(
-          x=tf.bitwise.bitwise_and(index[:, None], index[None, :])), 1)
-  return (1 - 2 * tf.cast(parity, dtype)) / tf.sqrt(tf.cast(order, dtype))
-
-
-def _hadamard(rows):
-  """Rows of `rows` ([b, N], N a static power of two) times orthonormal H_N.
-
-  H_N is a Kronecker product of Hadamard matrices of order <= 32, each applied
-  as one matmul over a reshaped view.
-  """
-  size = rows.shape[-1]
-  if size == 1:
-    return rows
-  log2 = size.bit_length() - 1
-  num_factors = -(-log2 // _MAX_FACTOR_LOG2)
-  factors = [2**((log2 + i) // num_factors) for i in range(num_factors)]
-  mixed = rows
-  for i, order in enumerate(factors):
-    matrix = _hadamard_matrix(order, rows.dtype)
-    later = math.prod(factors[i + 1:])
-    if later == 1:
-      mixed = tf.matmul(tf.reshape(mixed, [-1, order]), matrix)
-    else:
-      mixed = tf.matmul(matrix, tf.reshape(mixed, [-1, order, later]))
-  return tf.reshape(mixed, [-1, size])
-
-
 def _frame_signs(seed, size, dtype):
   """The frame's random signs, the same wherever `seed` is the same."""
   bits = tf.random.stateless_uniform(
@@ -103,12 +61,12 @@ def _frame_signs(seed, size, dtype):
 def _analyze(rows, signs):
   """U^T r: frame coefficients of each row of `rows` ([b, n] -> [b, N])."""
   padding = signs.shape[0] - rows.shape[-1]
-  return _hadamard(tf.pad(rows, [[0, 0], [0, padding]]) * signs)
+  return rotation.hadamard_rows(tf.pad(rows, [[0, 0], [0, padding]]) * signs)
 
 
 def _synthesize(coefficients, signs, n):
   """U a: the vectors ([b, n]) that frame coefficients ([b, N]) represent."""
-  return (_hadamard(coefficients) * signs)[:, :n]
+  return (rotation.hadamard_rows(coefficients) * signs)[:, :n]
 
 
 @encoding_stage.tf_style_encoding_stage
@@ -168,16 +126,12 @@ class KashinHadamardEncodingStage(encoding_stage.EncodingStageInterface):
       raise ValueError(f'{_STAGE}: pad_extra_level_threshold must be a Python '
                        'number in [0, 1] (it fixes the encoded shape), got '
                        f'{pad_extra_level_threshold!r}.')
-    if seed is not None and (isinstance(seed, bool) or
-                             not isinstance(seed, int)):
-      raise TypeError(f'{_STAGE}: seed must be a Python int or None, got '
-                      f'{seed!r}.')
     self._eta = eta
     self._delta = delta
     self._num_iters = num_iters
     self._last_iter_clip = last_iter_clip
     self._pad_extra_level_threshold = float(pad_extra_level_threshold)
-    self._seed = seed
+    self._seed = seeds.check_seed(_STAGE, seed)
 
   @property
   def name(self):
@@ -206,7 +160,7 @@ class KashinHadamardEncodingStage(encoding_stage.EncodingStageInterface):
 
   def encode(self, x, encode_params):
     rows = self._as_rows(x)
-    dtype = _compute_dtype(x.dtype)
+    dtype = basic.wide_dtype(x.dtype)
     rows = tf.cast(rows, dtype)
     n = rows.shape[-1]
     size = _frame_size(n, self._pad_extra_level_threshold)
@@ -242,7 +196,7 @@ class KashinHadamardEncodingStage(encoding_stage.EncodingStageInterface):
       raise ValueError(f'{_STAGE}: encoded coefficients must have rank 2 and '
                        f'a static last dimension, got shape '
                        f'{coefficients.shape}.')
-    dtype = _compute_dtype(coefficients.dtype)
+    dtype = basic.wide_dtype(coefficients.dtype)
     signs = _frame_signs(decode_params[self.SEED_PARAMS_KEY], size, dtype)
     n = shape[-1]
     rows = _synthesize(tf.cast(coefficients, dtype), signs, n)

@@ -18,33 +18,13 @@ input's dtype, which tells decode what dtype to return).
   form, draws its own noise instead of all clients sharing one pattern.
 """
 
-import numbers
 
 import tensorflow as tf
 
 from encoders.core import encoding_stage
 from encoders.core import seeds
 from encoders.stages import basic
-
-
-def _check_bits(stage_name, bits):
-  if (isinstance(bits, bool) or not isinstance(bits, numbers.Integral) or
-      not 1 <= bits <= 16):
-    raise ValueError(f'{stage_name}: bits must be an integer between 1 and '
-                     f'16, got {bits!r}.')
-  return int(bits)
-
-
-def _check_seed(stage_name, seed):
-  if seed is not None and (isinstance(seed, bool) or
-                           not isinstance(seed, numbers.Integral)):
-    raise TypeError(f'{stage_name}: seed must be a Python int or None, got '
-                    f'{seed!r}.')
-  return None if seed is None else int(seed)
-
-
-def _compute_dtype(dtype):
-  return tf.float64 if dtype == tf.float64 else tf.float32
+from encoders.stages import float_levels
 
 
 def _value_range(x, per_channel):
@@ -77,7 +57,7 @@ def _quantize(x, lo, hi, bits, noise_fn):
   `noise_fn(shape, dtype)` gives uniform [0, 1) noise added before rounding
   down (stochastic rounding or dither); None rounds to nearest.
   """
-  dtype = _compute_dtype(x.dtype)
+  dtype = basic.wide_dtype(x.dtype)
   num_levels = 2**bits
   scaled = (tf.cast(x, dtype) - tf.cast(lo, dtype)) * _levels_per_value(
       lo, hi, num_levels, dtype)
@@ -92,7 +72,7 @@ def _quantize(x, lo, hi, bits, noise_fn):
 
 def _dequantize(levels, min_max, bits, offset=None):
   """`lo + (levels + offset) * step` in the dtype of `min_max`."""
-  dtype = _compute_dtype(min_max.dtype)
+  dtype = basic.wide_dtype(min_max.dtype)
   lo = tf.cast(min_max[0], dtype)
   hi = tf.cast(min_max[1], dtype)
   step = (hi - lo) / (2**bits - 1)
@@ -134,8 +114,8 @@ class _DitheredQuantization:
   _PER_CHANNEL = False
 
   def __init__(self, bits=8, seed=None):
-    self._bits = _check_bits(type(self).__name__, bits)
-    self._seed = _check_seed(type(self).__name__, seed)
+    self._bits = float_levels.check_bits(type(self).__name__, bits)
+    self._seed = seeds.check_seed(type(self).__name__, seed)
 
   @property
   def bits(self):
@@ -178,7 +158,7 @@ class _DitheredQuantization:
     seed = _dither_seed(decode_params[self.SEED_PARAMS_KEY],
                         encoded_tensors[self.DITHER_NONCE_KEY])
     dither = _uniform_noise(seed)(tf.shape(levels),
-                                  _compute_dtype(min_max.dtype))
+                                  basic.wide_dtype(min_max.dtype))
     return _dequantize(levels, min_max, self._bits, offset=0.5 - dither)
 
 
@@ -229,12 +209,12 @@ class PerChannelUniformQuantizationEncodingStage(
 
   def __init__(self, bits=8, stochastic=True, seed=None):
     name = 'PerChannelUniformQuantizationEncodingStage'
-    self._bits = _check_bits(name, bits)
+    self._bits = float_levels.check_bits(name, bits)
     if not isinstance(stochastic, bool):
       raise TypeError(f'{name}: stochastic must be a Python bool (it fixes '
                       f'the graph), got {stochastic!r}.')
     self._stochastic = stochastic
-    self._seed = _check_seed(name, seed)
+    self._seed = seeds.check_seed(name, seed)
 
   @property
   def bits(self):
