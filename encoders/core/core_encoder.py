@@ -17,7 +17,7 @@ ancestor's stage, commutes with sum is decoded after the sum
 import tensorflow as tf
 
 from encoders.core import encoding_stage
-
+from encoders.core import xla_fusion
 
 
 class EncoderKeys:
@@ -85,11 +85,27 @@ class Encoder:
     self._stage = encoding_stage.as_adaptive_encoding_stage(stage)
     self._children = dict(children)
     self._commutes = None  # Set by `_set_commuting` once the tree is built.
+    self._fusion = None  # Set by `_set_fusion` at the root of a fused subtree.
 
   def _set_commuting(self, parent_commutes):
     self._commutes = bool(parent_commutes and self._stage.commutes_with_sum)
     for child in self._children.values():
       child._set_commuting(self._commutes)
+
+  def _stages(self):
+    yield self._stage
+    for child in self._children.values():
+      yield from child._stages()
+
+  def _set_fusion(self, inside_fusion):
+    """Fuses the largest subtrees XLA can compile as a whole (`xla_fusion`)."""
+    stages = list(self._stages())
+    fuse = not inside_fusion and xla_fusion.fusible(stages, len(stages))
+    if fuse:
+      self._fusion = xla_fusion.SubtreeFusion(
+          self._encode_stages, self._decode_stages, SHAPE, CHILDREN)
+    for child in self._children.values():
+      child._set_fusion(inside_fusion or fuse)
 
   @property
   def stage(self):
@@ -174,6 +190,11 @@ class Encoder:
       return self._encode(tf.convert_to_tensor(x), encode_params)
 
   def _encode(self, x, encode_params):
+    if self._fusion is not None:
+      return self._fusion.encode(x, encode_params)
+    return self._encode_stages(x, encode_params)
+
+  def _encode_stages(self, x, encode_params):
     encoded, state_update = self._stage.encode(x, encode_params[PARAMS])
     _check_encoded_keys(self._stage, encoded, self._children)
     encoded = dict(encoded)
@@ -191,8 +212,7 @@ class Encoder:
   def decode(self, encoded_tensors, decode_params, shape, name=None):
     """Fully decodes: the inverse of `encode`."""
     with tf.name_scope(name or 'encoder_decode'):
-      return self._decode(encoded_tensors, decode_params, shape, None,
-                          lambda node: True)
+      return self._decode(encoded_tensors, decode_params, shape, None, False)
 
   def decode_before_sum(self, encoded_tensors, decode_params, shape,
                         name=None):
@@ -206,8 +226,7 @@ class Encoder:
 
   def _decode_before_sum(self, encoded_tensors, decode_params, shape):
     if not self._commutes:
-      return self._decode(encoded_tensors, decode_params, shape, None,
-                          lambda node: True)
+      return self._decode(encoded_tensors, decode_params, shape, None, False)
     part = dict(encoded_tensors)
     part.update(self._children_call(lambda key, child: child._decode_before_sum(
         encoded_tensors[key], decode_params[CHILDREN][key],
@@ -219,17 +238,25 @@ class Encoder:
     """Decodes a sum of `num_summands` outputs of `decode_before_sum`."""
     with tf.name_scope(name or 'encoder_decode_after_sum'):
       return self._decode(encoded_tensors, decode_params, shape, num_summands,
-                          lambda node: node._commutes)
+                          True)
 
   def _decode(self, encoded_tensors, decode_params, shape, num_summands,
-              decodes_here):
-    """Decodes the nodes for which `decodes_here` holds (a top part of the tree)."""
-    if not decodes_here(self):
+              after_sum):
+    """Decodes every node, or after a sum only those that commute with it."""
+    if after_sum and not self._commutes:
       return encoded_tensors
+    if self._fusion is not None:
+      return self._fusion.decode(encoded_tensors, decode_params, shape,
+                                 num_summands, after_sum)
+    return self._decode_stages(encoded_tensors, decode_params, shape,
+                               num_summands, after_sum)
+
+  def _decode_stages(self, encoded_tensors, decode_params, shape,
+                     num_summands, after_sum):
     encoded = dict(encoded_tensors)
     encoded.update(self._children_call(lambda key, child: child._decode(
         encoded_tensors[key], decode_params[CHILDREN][key],
-        shape[CHILDREN][key], num_summands, decodes_here)))
+        shape[CHILDREN][key], num_summands, after_sum)))
     return self._stage.decode(encoded, decode_params[PARAMS],
                               num_summands=num_summands, shape=shape[SHAPE])
 
@@ -279,6 +306,7 @@ class EncoderComposer:
     """Returns the `Encoder` of the tree rooted here."""
     encoder = self._make()
     encoder._set_commuting(True)
+    encoder._set_fusion(False)
     return encoder
 
   def _make(self):

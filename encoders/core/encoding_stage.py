@@ -52,6 +52,17 @@ class _StageDescription(metaclass=abc.ABCMeta):
              shape=None):
     """Returns the tensor that `encoded_tensors` represents."""
 
+  @property
+  def xla_compatible(self):
+    """Whether `encode` and `decode` compile under XLA once shapes are known.
+
+    An `Encoder` compiles subtrees of such stages into one XLA computation
+    (`xla_fusion`). Claim it only for ops XLA compiles, no stateful random op
+    (draw seeds through `seeds`) and outputs whose shapes follow from the
+    input's shape. Off by default.
+    """
+    return False
+
 
 class EncodingStageInterface(_StageDescription):
   """A stateless encoding stage.
@@ -284,6 +295,10 @@ class NoneStateAdaptiveEncodingStage(AdaptiveEncodingStageInterface):
   @property
   def decode_needs_input_shape(self):
     return self._wrapped_stage.decode_needs_input_shape
+
+  @property
+  def xla_compatible(self):
+    return getattr(self._wrapped_stage, 'xla_compatible', False)
 
   @property
   def state_update_aggregation_modes(self):

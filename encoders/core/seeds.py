@@ -25,8 +25,15 @@ _FINGERPRINT_SAMPLES = 4096
 
 _INT_OF_WIDTH = {1: tf.uint8, 2: tf.int16, 4: tf.int32, 8: tf.int64}
 
+# Named: the default picks another generator under XLA, so a stage fused into
+# an XLA computation (`xla_fusion`) would draw other numbers than unfused.
+ALGORITHM = 'philox'
+
 # None outside a form; inside, the encoder's round (an int64 scalar tensor) or 0.
 _PURE_ROUND = contextvars.ContextVar('encoders_pure_round', default=None)
+# Set while tracing code that must not hold a stateful op (an XLA cluster run
+# directly): `(base [2] int64 tensor, [draws so far])`; fresh draws derive from it.
+_FRESH_BASE = contextvars.ContextVar('encoders_fresh_base', default=None)
 
 
 @contextlib.contextmanager
@@ -118,13 +125,47 @@ def next_seed(seed):
   return _fold_in(seed, tf.constant(1, tf.int64))
 
 
+def noise_source():
+  """`(pure, tensor)`: where seeds come from here, to hand into a traced function.
+
+  Pure: the round (a tensor, or 0). Otherwise a fresh `[2]` seed drawn now, from
+  which `drawing_from` derives every fresh draw made inside the function.
+  """
+  if is_pure():
+    return True, _PURE_ROUND.get()
+  return False, _fresh([2])
+
+
+@contextlib.contextmanager
+def drawing_from(pure, tensor):
+  """Within: seeds come from `noise_source()`'s result, with no stateful op."""
+  if pure:
+    with pure_randomness(), noise_round(tensor):
+      yield
+    return
+  token = _FRESH_BASE.set((tensor, [0]))
+  try:
+    yield
+  finally:
+    _FRESH_BASE.reset(token)
+
+
 def _fresh(shape):
-  """Int64 values from TF's global generator: a stateful op, new on every run."""
-  return tf.random.uniform(shape, minval=tf.int64.min, maxval=tf.int64.max,
-                           dtype=tf.int64)
+  """Int64 values new on every run: from TF's global generator (a stateful op),
+  or, within `drawing_from`, stateless draws from its base seed, one per call site.
+  """
+  source = _FRESH_BASE.get()
+  if source is None:
+    return tf.random.uniform(shape, minval=tf.int64.min, maxval=tf.int64.max,
+                             dtype=tf.int64)
+  base, draws = source
+  draws[0] += 1
+  return tf.random.stateless_uniform(
+      shape, seed=_fold_in(base, draws[0]), minval=None, maxval=None,
+      dtype=tf.int64, alg=ALGORITHM)
 
 
 def _fold_in(seed, data):
   folded = tf.random.experimental.stateless_fold_in(
-      tf.cast(seed, tf.int64), tf.cast(data, tf.int64))
+      tf.cast(seed, tf.int64), tf.cast(data, tf.int64), alg=ALGORITHM)
   return tf.cast(folded, tf.int64)

@@ -105,6 +105,10 @@ class FlattenEncodingStage(encoding_stage.EncodingStageInterface):
   def decode_needs_input_shape(self):
     return True
 
+  @property
+  def xla_compatible(self):
+    return True
+
   def get_params(self):
     return {}, {}
 

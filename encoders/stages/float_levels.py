@@ -114,6 +114,10 @@ class UniformQuantizationEncodingStage(encoding_stage.EncodingStageInterface):
   def decode_needs_input_shape(self):
     return False
 
+  @property
+  def xla_compatible(self):
+    return True
+
   def get_params(self):
     encode_params, decode_params = {}, {}
     if self._min_max is not None:
@@ -200,6 +204,10 @@ class BitpackingEncodingStage(encoding_stage.EncodingStageInterface):
 
   @property
   def decode_needs_input_shape(self):
+    return True
+
+  @property
+  def xla_compatible(self):
     return True
 
   def get_params(self):

@@ -60,6 +60,10 @@ class SignEncodingStage(encoding_stage.EncodingStageInterface):
   def decode_needs_input_shape(self):
     return True
 
+  @property
+  def xla_compatible(self):
+    return True
+
   def get_params(self):
     return {}, {}
 
