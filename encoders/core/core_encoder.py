@@ -99,8 +99,7 @@ class Encoder:
 
   def _set_fusion(self, inside_fusion):
     """Fuses the largest subtrees XLA can compile as a whole (`xla_fusion`)."""
-    stages = list(self._stages())
-    fuse = not inside_fusion and xla_fusion.fusible(stages, len(stages))
+    fuse = not inside_fusion and xla_fusion.fusible(list(self._stages()))
     if fuse:
       self._fusion = xla_fusion.SubtreeFusion(
           self._encode_stages, self._decode_stages, SHAPE, CHILDREN)

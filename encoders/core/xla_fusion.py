@@ -21,9 +21,9 @@ import tensorflow as tf
 from encoders.core import seeds
 
 
-def fusible(stages, size):
-  """Whether a subtree of `size` stages, all in `stages`, is worth compiling."""
-  return size >= 2 and all(
+def fusible(stages):
+  """Whether a subtree of these stages is worth compiling as one computation."""
+  return len(stages) >= 2 and all(
       getattr(stage, 'xla_compatible', False) for stage in stages)
 
 
