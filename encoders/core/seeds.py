@@ -25,8 +25,9 @@ _FINGERPRINT_SAMPLES = 4096
 
 _INT_OF_WIDTH = {1: tf.uint8, 2: tf.int16, 4: tf.int32, 8: tf.int64}
 
-# Named: the default picks another generator under XLA, so a stage fused into
-# an XLA computation (`xla_fusion`) would draw other numbers than unfused.
+# Every stateless draw names this generator: the default picks another under
+# XLA or on another device, so a stage fused into an XLA computation
+# (`xla_fusion`) or run elsewhere would draw other numbers.
 ALGORITHM = 'philox'
 
 # None outside a form; inside, the encoder's round (an int64 scalar tensor) or 0.

@@ -116,7 +116,7 @@ class _BlockRotation:
     self._dtype = dtype
     bits = tf.random.stateless_uniform(
         [2, layout.block], seed=seed, minval=0, maxval=2, dtype=tf.int32,
-        alg='philox')  # Named, so every device draws the same signs.
+        alg=seeds.ALGORITHM)  # Named, so every device draws the same signs.
     signs = tf.cast(1 - 2 * bits, dtype)
     # Row 0 signs every block and the tail; row 1 the overlap window.
     self.block_signs = signs[0]

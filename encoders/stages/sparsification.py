@@ -192,7 +192,7 @@ def _sample_indices(seed, size, num_kept):
   num_kept = tf.cast(num_kept, tf.int64)
   offsets = tf.random.stateless_uniform(
       [num_kept], seed=seed, minval=0, maxval=tf.maximum(size, 1),
-      dtype=tf.int64, alg='philox')
+      dtype=tf.int64, alg=seeds.ALGORITHM)
   starts = tf.range(num_kept, dtype=tf.int64) * size
   return tf.cast((starts + offsets) // tf.maximum(num_kept, 1), tf.int32)
 

@@ -10,6 +10,8 @@ import numbers
 import numpy as np
 import tensorflow as tf
 
+from encoders.core import seeds
+
 
 # ---------------------------------------------------------------------------
 # Walsh-Hadamard transform.
@@ -118,7 +120,7 @@ def random_signs(num_elements, seed, dtype=tf.float32):
   dtype = _check_sign_dtype(dtype)
   bits = tf.random.stateless_uniform(
       [num_elements], seed=seed, minval=0, maxval=2, dtype=tf.int32,
-      alg='philox')
+      alg=seeds.ALGORITHM)
   return tf.cast(1 - 2 * bits, dtype)
 
 
@@ -126,7 +128,7 @@ def random_floats(num_elements, seed, dtype=tf.float32):
   """`num_elements` uniform values in [0, 1), fixed by the shape [2] `seed`."""
   dtype = _check_float_dtype(dtype)
   return tf.random.stateless_uniform(
-      [num_elements], seed=seed, dtype=dtype, alg='philox')
+      [num_elements], seed=seed, dtype=dtype, alg=seeds.ALGORITHM)
 
 
 # ---------------------------------------------------------------------------

@@ -54,7 +54,7 @@ def _frame_signs(seed, size, dtype):
   """The frame's random signs, the same wherever `seed` is the same."""
   bits = tf.random.stateless_uniform(
       [size], seed=tf.cast(seed, tf.int64), minval=0, maxval=2,
-      dtype=tf.int32, alg='philox')
+      dtype=tf.int32, alg=seeds.ALGORITHM)
   return tf.cast(1 - 2 * bits, dtype)
 
 

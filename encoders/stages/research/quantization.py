@@ -85,7 +85,7 @@ def _dequantize(levels, min_max, bits, offset=None):
 def _uniform_noise(seed):
   def noise(shape, dtype):
     return tf.random.stateless_uniform(shape, seed=seed, dtype=dtype,
-                                       alg='philox')
+                                       alg=seeds.ALGORITHM)
   return noise
 
 
@@ -93,14 +93,14 @@ def _dither_nonce(params_seed, x):
   """An int32 scalar naming this encoding's dither, fresh per encoding."""
   return tf.random.stateless_uniform(
       [], seed=seeds.encode_seed(tf.cast(params_seed, tf.int64), x),
-      minval=None, maxval=None, dtype=tf.int32, alg='philox')
+      minval=None, maxval=None, dtype=tf.int32, alg=seeds.ALGORITHM)
 
 
 def _dither_seed(params_seed, nonce):
   return tf.cast(
       tf.random.experimental.stateless_fold_in(
           tf.cast(params_seed, tf.int64), tf.cast(nonce, tf.int64),
-          alg='philox'), tf.int64)
+          alg=seeds.ALGORITHM), tf.int64)
 
 
 class _DitheredQuantization:
