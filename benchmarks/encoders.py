@@ -12,8 +12,9 @@ on a `SimpleEncoder`; both libraries go through this same code. Reported per row
   speedup         te time / our time (= mbps / te_mbps)
 
 Timing traces and warms up first, then takes the median of several samples; each sample
-repeats the call until it lasts long enough to time. On noisy shared machines the ratios
-mean more than the absolute numbers.
+repeats the call until it lasts long enough to time. Our samples and tensor_encoding's
+alternate, so a slow spell of a shared machine hits both libraries alike: on such
+machines the ratios mean more than the absolute numbers.
 
 Usage (from the repository root):
   python benchmarks/encoders.py [--quick] [--sizes 1e4,1e6] [--repeats N]
@@ -138,24 +139,39 @@ def make_round_trip(simple_encoder):
   return round_trip
 
 
-def median_seconds(fn, repeats):
-  """Median seconds of one `fn()` call; `fn` must already be warm."""
+def calls_per_sample(fn):
+  """How many calls of a warm `fn` make one sample last MIN_SAMPLE_SECONDS."""
   start = time.perf_counter()
   fn()
   first = time.perf_counter() - start
-  calls = max(1, min(1000, int(np.ceil(MIN_SAMPLE_SECONDS / max(first, 1e-9)))))
-  samples = []
-  spent = first
-  while len(samples) < repeats:
-    start = time.perf_counter()
-    for _ in range(calls):
-      fn()
-    elapsed = time.perf_counter() - start
-    samples.append(elapsed / calls)
-    spent += elapsed
-    if len(samples) >= MIN_SAMPLES and spent > BUDGET_SECONDS:
+  return max(1, min(1000, int(np.ceil(MIN_SAMPLE_SECONDS / max(first, 1e-9)))))
+
+
+def interleaved_median_seconds(fns, repeats):
+  """Median seconds of one call of each warm function, their samples alternating.
+
+  Sample i of every function is taken before sample i + 1 of any, so machine
+  noise that lasts longer than a sample falls on all of them.
+  """
+  counts = [calls_per_sample(fn) for fn in fns]
+  samples = [[] for _ in fns]
+  spent = 0.0
+  while len(samples[0]) < repeats:
+    for fn, calls, own in zip(fns, counts, samples):
+      start = time.perf_counter()
+      for _ in range(calls):
+        fn()
+      elapsed = time.perf_counter() - start
+      own.append(elapsed / calls)
+      spent += elapsed
+    if len(samples[0]) >= MIN_SAMPLES and spent > BUDGET_SECONDS * len(fns):
       break
-  return statistics.median(samples)
+  return [statistics.median(own) for own in samples]
+
+
+def median_seconds(fn, repeats):
+  """Median seconds of one `fn()` call; `fn` must already be warm."""
+  return interleaved_median_seconds([fn], repeats)[0]
 
 
 def numpy_copy_seconds(x, repeats):
@@ -164,8 +180,12 @@ def numpy_copy_seconds(x, repeats):
   return median_seconds(x.copy, repeats)
 
 
-def measure(lib, encoder_name, x, repeats):
-  """Times one library's encoder on `x` (a float32 numpy vector)."""
+def prepare(lib, encoder_name, x):
+  """Traces one library's round trip on `x` (float32 numpy).
+
+  Returns `(call, accuracy)`: `call()` runs the warm round trip once, `accuracy`
+  holds bits per coordinate and relative error.
+  """
   factory, factory_args = ENCODERS[encoder_name]
   encoder = getattr(lib.encoders, factory)(*factory_args)
   simple = lib.encoders.as_simple_encoder(
@@ -175,17 +195,26 @@ def measure(lib, encoder_name, x, repeats):
   state = simple.initial_state()
   decoded, encoded = round_trip(x_tensor, state)  # Traces.
   round_trip(x_tensor, state)
-  seconds = median_seconds(lambda: round_trip(x_tensor, state), repeats)
   decoded = np.asarray(decoded, dtype=np.float64)
   reference = x.astype(np.float64)
   norm = np.linalg.norm(reference)
   error = np.linalg.norm(reference - decoded)
-  return {
-      'seconds': seconds,
-      'mbps': x.nbytes / 1e6 / seconds,
+  accuracy = {
       'bits_per_coord': wire_bits(encoded) / x.size,
       'rel_err': float(error / norm) if norm > 0 else float(error),
   }
+  return (lambda: round_trip(x_tensor, state)), accuracy
+
+
+def measure(libs, encoder_name, x, repeats):
+  """Times each library's encoder on `x`, their samples interleaved.
+
+  Returns one dict per library: seconds, mbps, bits_per_coord, rel_err.
+  """
+  prepared = [prepare(lib, encoder_name, x) for lib in libs]
+  seconds = interleaved_median_seconds([call for call, _ in prepared], repeats)
+  return [{'seconds': s, 'mbps': x.nbytes / 1e6 / s, **accuracy}
+          for s, (_, accuracy) in zip(seconds, prepared)]
 
 
 def benchmark_input(n, seed=0):
@@ -220,13 +249,15 @@ def run(sizes, repeats, encoder_names, ours, tensor_encoding, log=print):
           'target_speedup': (TARGET_SPEEDUPS.get(name)
                              if n >= TARGET_MIN_SIZE else None),
       }
+      libs = [lib for lib, runs in ((ours, run_ours), (tensor_encoding, run_te))
+              if runs]
+      results = measure(libs, name, x, repeats)
       if run_ours:
-        result = measure(ours, name, x, repeats)
+        result = results.pop(0)
         row.update(result)
         row['copy_ratio'] = result['seconds'] / copy_seconds
       if run_te:
-        result = measure(tensor_encoding, name, x, repeats)
-        row.update({'te_' + key: value for key, value in result.items()})
+        row.update({'te_' + key: value for key, value in results.pop(0).items()})
       if run_ours and run_te:
         row['speedup'] = row['te_seconds'] / row['seconds']
       rows.append(row)
@@ -346,7 +377,8 @@ def main(argv=None):
   for note in notes:
     print('note:', note)
   targets = ', '.join(f'{name} >= {speedup:g}x' for name, speedup in TARGET_SPEEDUPS.items())
-  print(f'float32 input, median of up to {args.repeats} samples. "x copy": our time / '
+  print(f'float32 input, median of up to {args.repeats} samples, ours and te '
+        f'alternating. "x copy": our time / '
         f'numpy copy time. "ours/te": te time / our time; target at n >= '
         f'{TARGET_MIN_SIZE:.0e}: {targets}.')
   print(format_header())

@@ -173,3 +173,13 @@ def test_wire_bits_counts_every_tensor_by_dtype_and_size():
   encoded = {'values': tf.zeros([3], tf.uint8), 'scale': tf.zeros([], tf.float32),
              'nested': {'indices': tf.zeros([2, 2], tf.int64)}}
   assert bench.wire_bits(encoded) == 3 * 8 + 32 + 4 * 64
+
+
+def test_interleaved_samples_alternate_between_functions(monkeypatch):
+  monkeypatch.setattr(bench, 'MIN_SAMPLE_SECONDS', 0.0)
+  order = []
+  medians = bench.interleaved_median_seconds(
+      [lambda: order.append('a'), lambda: order.append('b')], repeats=3)
+  assert len(medians) == 2 and all(m >= 0 for m in medians)
+  # One call each to size the samples, then a, b, a, b, a, b.
+  assert ''.join(order) == 'ab' + 'ab' * 3

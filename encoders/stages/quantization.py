@@ -432,17 +432,28 @@ class _PackingPlan:
     data = tf.pad(tf.reshape(data, [groups, self.width]),
                   [[0, 0], [0, 8 * self.lanes - self.width]])
     lanes = tf.bitcast(tf.reshape(data, [groups, self.lanes, 8]), tf.uint64)
-    columns = []
-    for j in range(self.group):
-      lane, start = divmod(self.bits * j, 64)
-      value = tf.bitwise.right_shift(lanes[:, lane],
-                                     tf.constant(start, tf.uint64))
-      if start + self.bits > 64:
-        value = tf.bitwise.bitwise_or(value, tf.bitwise.left_shift(
-            lanes[:, lane + 1], tf.constant(64 - start, tf.uint64)))
-      columns.append(tf.bitwise.bitwise_and(value,
-                                            tf.constant(self.mask, tf.uint64)))
-    values = tf.reshape(tf.stack(columns, axis=1), [-1])[:n]
+    # Per lane, the values starting in it, each a broadcast shift of the lane
+    # (plus its high bits from the next lane when it straddles the two).
+    parts = []
+    for lane in range(self.lanes):
+      starts = [self.bits * j - 64 * lane for j in range(self.group)
+                if self.bits * j // 64 == lane]
+      if not starts:  # The lane holds only a straddler's high bits.
+        continue
+      value = tf.bitwise.right_shift(lanes[:, lane:lane + 1],
+                                     tf.constant(starts, tf.uint64))
+      if starts[-1] + self.bits > 64:
+        # Only the last value of a lane can straddle; 0 shifts mask the rest.
+        high = tf.bitwise.left_shift(
+            lanes[:, lane + 1:lane + 2],
+            tf.constant([0] * (len(starts) - 1) + [64 - starts[-1]], tf.uint64))
+        keep = tf.constant(
+            np.array([0] * (len(starts) - 1) + [2**64 - 1], np.uint64))
+        value = tf.bitwise.bitwise_or(value, tf.bitwise.bitwise_and(high, keep))
+      parts.append(value)
+    values = tf.bitwise.bitwise_and(tf.concat(parts, axis=1),
+                                    tf.constant(self.mask, tf.uint64))
+    values = tf.reshape(values, [-1])[:n]
     return tf.cast(values, tf.int32)
 
 
