@@ -6,6 +6,10 @@ from encoders.stages.basic import ClipByNormEncodingStage
 from encoders.stages.basic import ClipByValueEncodingStage
 from encoders.stages.basic import FlattenEncodingStage
 from encoders.stages.basic import IdentityEncodingStage
+from encoders.stages.clipping import add_gaussian_noise
+from encoders.stages.clipping import AdaptiveL2ClippingEncodingStage
+from encoders.stages.clipping import check_noise_after_sum
+from encoders.stages.clipping import GaussianNoiseEncodingStage
 from encoders.stages.float_levels import BitpackingEncodingStage
 from encoders.stages.float_levels import UniformQuantizationEncodingStage
 from encoders.stages.quantization import AdaptiveRangeQuantizationEncodingStage

@@ -194,6 +194,19 @@ def wide_dtype(dtype):
   return tf.float64 if dtype == tf.float64 else tf.float32
 
 
+def clip_by_l2_norm(x, clip_norm):
+  """`(x scaled to L2 norm <= clip_norm, norm of x)`; the norm in >= float32.
+
+  A zero tensor stays zero (the factor is clip / max(norm, clip), never 0/0).
+  """
+  norm_dtype = wide_dtype(x.dtype)
+  clip_norm = tf.cast(clip_norm, norm_dtype)
+  # l2_loss is sum(x**2) / 2 in a single pass over memory.
+  norm = tf.sqrt(2 * tf.nn.l2_loss(tf.cast(x, norm_dtype)))
+  factor = clip_norm / tf.maximum(norm, clip_norm)
+  return tf.cast(tf.cast(x, norm_dtype) * factor, x.dtype), norm
+
+
 @encoding_stage.tf_style_encoding_stage
 class ClipByNormEncodingStage(encoding_stage.EncodingStageInterface):
   """Scales the input down to L2 norm `clip_norm` when it is longer.
@@ -235,12 +248,8 @@ class ClipByNormEncodingStage(encoding_stage.EncodingStageInterface):
 
   def encode(self, x, encode_params):
     check_float_input('ClipByNormEncodingStage', x)
-    norm_dtype = wide_dtype(x.dtype)
-    clip_norm = tf.cast(encode_params[self.CLIP_NORM_PARAMS_KEY], norm_dtype)
-    # l2_loss is sum(x**2) / 2 in a single pass over memory.
-    norm = tf.sqrt(2 * tf.nn.l2_loss(tf.cast(x, norm_dtype)))
-    factor = clip_norm / tf.maximum(norm, clip_norm)
-    return {self.ENCODED_VALUES_KEY: x * tf.cast(factor, x.dtype)}
+    clipped, _ = clip_by_l2_norm(x, encode_params[self.CLIP_NORM_PARAMS_KEY])
+    return {self.ENCODED_VALUES_KEY: clipped}
 
   def decode(self, encoded_tensors, decode_params, num_summands=None,
              shape=None):

@@ -1,0 +1,224 @@
+"""A client's four steps, each a function of its own state and messages.
+
+  1. `advertise_keys`: fresh key pairs for this round; publish the public keys.
+  2. `share_keys`: draw the self-mask seed b_u; Shamir-share b_u and the mask
+     private key among all advertised clients (threshold t); encrypt each
+     client's shares for it alone.
+  3. `masked_input`: y_u = x_u + PRG(b_u) + sum_{v > u} PRG(s_uv)
+     - sum_{v < u} PRG(s_uv) mod m, over the clients v that shared keys.
+  4. `unmasking_shares`: told whose masked inputs the sum holds, reveal for each
+     of them the share of its self-mask seed and for each of the others the
+     share of its mask private key: one or the other per client, never both.
+"""
+
+import dataclasses
+from typing import Any, Mapping, Optional
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.asymmetric import x25519
+
+from canonical.secagg import config as config_lib
+from canonical.secagg import keys as keys_lib
+from canonical.secagg import masks
+from canonical.secagg import messages
+from canonical.secagg import randomness
+from canonical.secagg import roster as roster_lib
+from canonical.secagg import shamir
+from canonical.secagg.errors import ProtocolViolationError
+from canonical.secagg.errors import RoundFailedError
+from canonical.secagg.errors import SecAggError
+
+
+@dataclasses.dataclass(frozen=True)
+class ClientKeys:
+  """A client's private keys for one round (step 1)."""
+  client_id: Any
+  config: config_lib.SecAggConfig
+  cipher_key: x25519.X25519PrivateKey = dataclasses.field(repr=False)
+  mask_key: x25519.X25519PrivateKey = dataclasses.field(repr=False)
+
+  def advertisement(self):
+    return messages.KeyAdvertisement(self.client_id,
+                                     keys_lib.public_bytes(self.cipher_key),
+                                     keys_lib.public_bytes(self.mask_key))
+
+
+@dataclasses.dataclass(frozen=True)
+class SharingState:
+  """What a client keeps after step 2."""
+  keys: ClientKeys
+  roster: Mapping[Any, messages.KeyAdvertisement]
+  points: Mapping[Any, int]
+  self_mask_seed: bytes = dataclasses.field(repr=False)
+  own_shares: tuple = dataclasses.field(repr=False)  # (seed share, key share).
+
+
+@dataclasses.dataclass(eq=False)
+class MaskingState:
+  """What a client keeps after step 3.
+
+  `answered` is the one mutable field: the contributor list this client has
+  revealed shares for. A second request with another list is refused, since
+  answering both could reveal both secrets of one client.
+  """
+  sharing: SharingState
+  share_senders: tuple
+  held_shares: Mapping[Any, tuple] = dataclasses.field(repr=False)
+  answered: Optional[frozenset] = None
+
+
+def advertise_keys(client_id, config, rng=None):
+  """Step 1: (the client's private keys, its `KeyAdvertisement`)."""
+  roster_lib.check_client_id(client_id)
+  rng = rng or randomness.SystemRandom()
+  keys = ClientKeys(client_id, config, keys_lib.new_private_key(rng),
+                    keys_lib.new_private_key(rng))
+  return keys, keys.advertisement()
+
+
+def share_keys(keys, roster, rng=None):
+  """Step 2: (the client's state, one `EncryptedShares` per other client).
+
+  Args:
+    keys: the client's `ClientKeys`.
+    roster: every `KeyAdvertisement` the server received in step 1 (U1).
+    rng: the source of b_u and of the Shamir coefficients (the OS by default).
+
+  Raises:
+    RoundFailedError: fewer than t clients advertised keys.
+    SecAggError: the roster lacks this client or its true keys, or is malformed.
+  """
+  me, config = keys.client_id, keys.config
+  rng = rng or randomness.SystemRandom()
+  by_id = roster_lib.index(roster)
+  if by_id.get(me) != keys.advertisement():
+    raise SecAggError(
+        f'client {me!r}: the roster does not carry this client\'s own public '
+        'keys')
+  if len(by_id) < config.threshold:
+    raise RoundFailedError(messages.ADVERTISE_KEYS, len(by_id),
+                           config.threshold)
+  points = roster_lib.share_points(by_id)
+  xs = [points[client_id] for client_id in by_id]
+  seed = rng.random_bytes(keys_lib.SEED_BYTES)
+  seed_shares = shamir.split(int.from_bytes(seed, 'big'), xs, config.threshold,
+                             rng)
+  key_shares = shamir.split(
+      int.from_bytes(keys_lib.private_bytes(keys.mask_key), 'big'), xs,
+      config.threshold, rng)
+  outgoing, own_shares = [], None
+  for client_id, seed_share, key_share in zip(by_id, seed_shares, key_shares):
+    if client_id == me:
+      own_shares = (seed_share.y, key_share.y)
+      continue
+    plaintext = (messages.to_field_bytes(seed_share.y)
+                 + messages.to_field_bytes(key_share.y))
+    ciphertext = keys_lib.encrypt_shares(
+        config, keys.cipher_key, by_id[client_id].cipher_public_key, me,
+        client_id, plaintext)
+    outgoing.append(messages.EncryptedShares(me, client_id, ciphertext))
+  state = SharingState(keys, by_id, points, seed, own_shares)
+  return state, outgoing
+
+
+def masked_input(state, value, received):
+  """Step 3: (the client's state, its `MaskedInput` for the aggregator).
+
+  Args:
+    state: the client's `SharingState`.
+    value: the client's secure input, a structure like the round's.
+    received: the `EncryptedShares` addressed to this client that the server
+      relays; their senders (and this client) are U2, the clients whose
+      pairwise masks this client adds.
+
+  Raises:
+    RoundFailedError: fewer than t clients shared keys.
+    SecAggError: an invalid input (naming the client and the leaf), or a share
+      message that is not for this client or does not decrypt.
+  """
+  keys = state.keys
+  me, config = keys.client_id, keys.config
+  flat = config_lib.flatten_input(config, value, me)
+  held = {me: state.own_shares}
+  for message in received:
+    sender = message.sender
+    if message.recipient != me:
+      raise SecAggError(
+          f'client {me!r}: received shares addressed to {message.recipient!r}')
+    if sender == me or sender not in state.roster:
+      raise SecAggError(f'client {me!r}: unexpected shares from {sender!r} '
+                        '(itself, or a client that advertised no keys)')
+    if sender in held:
+      raise SecAggError(f'client {me!r}: shares from {sender!r} arrived twice')
+    try:
+      plaintext = keys_lib.decrypt_shares(
+          config, keys.cipher_key, state.roster[sender].cipher_public_key,
+          sender, me, message.ciphertext)
+    except InvalidTag as e:
+      raise SecAggError(
+          f'client {me!r}: shares from {sender!r} do not decrypt') from e
+    half = shamir.FIELD_BYTES
+    held[sender] = (messages.from_field_bytes(plaintext[:half]),
+                    messages.from_field_bytes(plaintext[half:]))
+  share_senders = tuple(sorted(held))
+  if len(share_senders) < config.threshold:
+    raise RoundFailedError(messages.SHARE_KEYS, len(share_senders),
+                           config.threshold)
+  seeds = {v: keys_lib.pair_seed(config, keys.mask_key, me,
+                                 state.roster[v].mask_public_key, v)
+           for v in share_senders if v != me}
+  values = []
+  for i, (leaf, x) in enumerate(zip(config.leaves, flat)):
+    y = masks.add(x, keys_lib.self_mask(config, state.self_mask_seed, me, i),
+                  leaf.modulus)
+    for v, seed in seeds.items():
+      mask = keys_lib.pair_mask(config, seed, i)
+      y = (masks.add if me < v else masks.subtract)(y, mask, leaf.modulus)
+    values.append(y)
+  masked = messages.MaskedInput(me, tuple(values), config.moduli)
+  return MaskingState(state, share_senders, held), masked
+
+
+def unmasking_shares(state, contributors):
+  """Step 4: this client's `UnmaskingShares`, given whose inputs the sum holds.
+
+  Args:
+    state: the client's `MaskingState`.
+    contributors: the ids whose masked inputs the server summed (U3).
+
+  Raises:
+    RoundFailedError: fewer than t contributors.
+    ProtocolViolationError: the list names a client that did not share keys,
+      leaves out this client, or differs from a list answered before.
+  """
+  me, config = state.sharing.keys.client_id, state.sharing.keys.config
+  contributors = list(contributors)
+  if len(set(contributors)) != len(contributors):
+    raise ProtocolViolationError(
+        f'client {me!r}: the contributor list names a client twice')
+  contributors = frozenset(contributors)
+  unknown = contributors - set(state.share_senders)
+  if unknown:
+    raise ProtocolViolationError(
+        f'client {me!r}: contributors {sorted(unknown)} did not share keys '
+        'with it')
+  if me not in contributors:
+    raise ProtocolViolationError(
+        f'client {me!r}: asked to unmask, but not listed among the '
+        'contributors')
+  if state.answered is not None and state.answered != contributors:
+    changed = sorted(state.answered ^ contributors)
+    raise ProtocolViolationError(
+        f'client {me!r}: already revealed shares for another contributor list; '
+        f'answering this one too would reveal both the self-mask seed and the '
+        f'mask key of clients {changed}')
+  if len(contributors) < config.threshold:
+    raise RoundFailedError(messages.MASKED_INPUT, len(contributors),
+                           config.threshold)
+  state.answered = contributors
+  seed_shares = {u: state.held_shares[u][0] for u in state.share_senders
+                 if u in contributors}
+  key_shares = {u: state.held_shares[u][1] for u in state.share_senders
+                if u not in contributors}
+  return messages.UnmaskingShares(me, state.sharing.points[me], seed_shares,
+                                  key_shares)

@@ -1,0 +1,42 @@
+"""Key derivation (HKDF-SHA256) with unambiguous, typed info strings.
+
+Every key of the protocol is derived from a secret and a label that says what
+the key is for, which round and which leaf: two different uses never share a
+key, so masks are independent per round, per pair, per leaf.
+"""
+
+import struct
+
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+_DOMAIN = b'fedcanon/secagg/v1'
+KEY_BYTES = 32
+
+
+def encode_label(*parts):
+  """Bytes naming `parts` (str, bytes or int) so that no two part lists collide.
+
+  Each part is tagged by its type and prefixed by its length: ('ab', 'c') and
+  ('a', 'bc') differ, and so do the client ids 1 and '1'.
+  """
+  out = [_DOMAIN]
+  for part in parts:
+    if isinstance(part, bool):
+      raise TypeError(f'label part {part!r}: bool is not a label')
+    if isinstance(part, bytes):
+      tag, data = b'b', part
+    elif isinstance(part, str):
+      tag, data = b's', part.encode('utf-8')
+    elif isinstance(part, int):
+      tag, data = b'i', str(part).encode('ascii')
+    else:
+      raise TypeError(f'label part {part!r}: expected str, bytes or int')
+    out.append(tag + struct.pack('>I', len(data)) + data)
+  return b''.join(out)
+
+
+def derive_key(secret, *label_parts):
+  """A 32-byte key from `secret` (bytes), bound to what `label_parts` name."""
+  return HKDF(algorithm=hashes.SHA256(), length=KEY_BYTES, salt=None,
+              info=encode_label(*label_parts)).derive(secret)

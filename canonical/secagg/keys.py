@@ -1,0 +1,87 @@
+"""The protocol's keys: X25519 key pairs, and the keys derived from them.
+
+Each client has two key pairs per round: one to encrypt the shares it sends
+(never revealed), and one whose agreements give the pairwise mask seeds (its
+private key is reconstructed if the client drops). Keeping them apart means a
+dropped client's reconstructed mask key opens no share ciphertext.
+"""
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import x25519
+from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
+
+from canonical.secagg import kdf
+from canonical.secagg import masks
+from canonical.secagg.errors import SecAggError
+
+PRIVATE_KEY_BYTES = 32
+SEED_BYTES = 32
+_NONCE = bytes(12)  # Each share-encryption key encrypts one message only.
+
+
+def new_private_key(rng):
+  return x25519.X25519PrivateKey.from_private_bytes(
+      rng.random_bytes(PRIVATE_KEY_BYTES))
+
+
+def private_bytes(private_key):
+  return private_key.private_bytes(serialization.Encoding.Raw,
+                                   serialization.PrivateFormat.Raw,
+                                   serialization.NoEncryption())
+
+
+def public_bytes(private_key):
+  return private_key.public_key().public_bytes(serialization.Encoding.Raw,
+                                               serialization.PublicFormat.Raw)
+
+
+def _agree(private_key, peer_public, peer_id):
+  try:
+    peer = x25519.X25519PublicKey.from_public_bytes(peer_public)
+    return private_key.exchange(peer)
+  except ValueError as e:
+    raise SecAggError(f'client {peer_id!r}: unusable public key ({e})') from e
+
+
+def pair_seed(config, private_key, own_id, peer_public, peer_id):
+  """The seed two clients share for their pairwise masks (never the server)."""
+  low, high = sorted((own_id, peer_id))
+  return kdf.derive_key(_agree(private_key, peer_public, peer_id), 'pair-seed',
+                        config.round_id, low, high)
+
+
+def pair_mask(config, seed, leaf_index):
+  """PRG(s_uv) for one leaf, uniform in [0, m)."""
+  leaf = config.leaves[leaf_index]
+  key = kdf.derive_key(seed, 'pair-mask', config.round_id, leaf_index,
+                       leaf.path, leaf.modulus)
+  return masks.expand(key, leaf.size, leaf.modulus)
+
+
+def self_mask(config, seed, client_id, leaf_index):
+  """PRG(b_u) for one leaf, uniform in [0, m)."""
+  leaf = config.leaves[leaf_index]
+  key = kdf.derive_key(seed, 'self-mask', config.round_id, client_id,
+                       leaf_index, leaf.path, leaf.modulus)
+  return masks.expand(key, leaf.size, leaf.modulus)
+
+
+def _share_cipher(config, private_key, peer_public, peer_id, sender, recipient):
+  key = kdf.derive_key(_agree(private_key, peer_public, peer_id),
+                       'share-encryption', config.round_id, sender, recipient)
+  return ChaCha20Poly1305(key), kdf.encode_label('shares', config.round_id,
+                                                 sender, recipient)
+
+
+def encrypt_shares(config, private_key, recipient_public, sender, recipient,
+                   plaintext):
+  cipher, associated = _share_cipher(config, private_key, recipient_public,
+                                     recipient, sender, recipient)
+  return cipher.encrypt(_NONCE, plaintext, associated)
+
+
+def decrypt_shares(config, private_key, sender_public, sender, recipient,
+                   ciphertext):
+  cipher, associated = _share_cipher(config, private_key, sender_public, sender,
+                                     sender, recipient)
+  return cipher.decrypt(_NONCE, ciphertext, associated)

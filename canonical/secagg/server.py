@@ -1,0 +1,147 @@
+"""The server's part: relay, count survivors, and unmask the sum.
+
+The server learns the sum of the contributors' inputs and nothing else: it sees
+public keys, share ciphertexts it cannot open, masked inputs (uniform in
+[0, m)), and for each client exactly one of its two secrets (the self-mask seed
+of a contributor, the mask private key of a client that dropped before its
+input). `unmask` refuses any set of responses that would give it both.
+"""
+
+from cryptography.hazmat.primitives.asymmetric import x25519
+
+from canonical.secagg import config as config_lib
+from canonical.secagg import keys as keys_lib
+from canonical.secagg import masks
+from canonical.secagg import messages
+from canonical.secagg import roster as roster_lib
+from canonical.secagg import shamir
+from canonical.secagg.errors import ProtocolViolationError
+from canonical.secagg.errors import RoundFailedError
+from canonical.secagg.errors import SecAggError
+
+
+def check_survivors(step, survivors, threshold):
+  """Fails the round cleanly if fewer than `threshold` clients did `step`."""
+  if survivors < threshold:
+    raise RoundFailedError(step, survivors, threshold)
+
+
+def relay_shares(encrypted_shares, share_senders):
+  """{recipient: the EncryptedShares addressed to it}, within U2."""
+  share_senders = set(share_senders)
+  inbox = {client_id: [] for client_id in share_senders}
+  for message in encrypted_shares:
+    if message.sender in share_senders and message.recipient in share_senders:
+      inbox[message.recipient].append(message)
+  return inbox
+
+
+def unmask(config, roster, share_senders, masked_sum, responses):
+  """The exact sum modulo m of the contributors' inputs, structured.
+
+  Args:
+    config: the round's `SecAggConfig`.
+    roster: every `KeyAdvertisement` of step 1 (U1).
+    share_senders: the ids whose shares were relayed in step 2 (U2).
+    masked_sum: the aggregator's `MaskedSum` over the contributors (U3).
+    responses: the `UnmaskingShares` of the contributors still online.
+
+  Raises:
+    RoundFailedError: fewer than t contributors, or fewer than t responses;
+      nothing is returned.
+    ProtocolViolationError: responses that reveal, for one client, both its
+      self-mask seed and its mask key, or the wrong one of the two.
+    SecAggError: malformed responses, or a reconstructed mask key that does not
+      match its advertised public key (a corrupted share).
+  """
+  by_id = roster_lib.index(roster)
+  share_senders = frozenset(share_senders)
+  contributors = masked_sum.contributors
+  if not share_senders <= set(by_id):
+    raise SecAggError(f'share senders {sorted(share_senders - set(by_id))} did '
+                      'not advertise keys')
+  if not contributors <= share_senders:
+    raise SecAggError(f'contributors {sorted(contributors - share_senders)} '
+                      'did not share keys')
+  check_survivors(messages.SHARE_KEYS, len(share_senders), config.threshold)
+  check_survivors(messages.MASKED_INPUT, len(contributors), config.threshold)
+  values = config_lib.check_flat(config, masked_sum.values, 'masked sum')
+  responses = _check_responses(by_id, share_senders, contributors, responses)
+  check_survivors(messages.UNMASKING, len(responses), config.threshold)
+  chosen = sorted(responses, key=lambda r: r.x)[:config.threshold]
+  weights = shamir.lagrange_weights_at_zero(tuple(r.x for r in chosen))
+
+  def reconstruct(shares_of, client_id):
+    secret = sum(w * getattr(r, shares_of)[client_id]
+                 for w, r in zip(weights, chosen)) % shamir.PRIME
+    if secret >= 2**256:
+      raise SecAggError(f'client {client_id!r}: a reconstructed secret is out '
+                        'of range (a corrupted share)')
+    return secret.to_bytes(32, 'big')
+
+  values = list(values)
+  for u in sorted(contributors):
+    seed = reconstruct('self_mask_shares', u)
+    for i, leaf in enumerate(config.leaves):
+      mask = keys_lib.self_mask(config, seed, u, i)
+      values[i] = masks.subtract(values[i], mask, leaf.modulus)
+  for u in sorted(share_senders - contributors):
+    mask_key = x25519.X25519PrivateKey.from_private_bytes(
+        reconstruct('key_shares', u))
+    if keys_lib.public_bytes(mask_key) != by_id[u].mask_public_key:
+      raise SecAggError(
+          f'client {u!r}: its reconstructed mask key does not match its '
+          'advertised public key (a corrupted share)')
+    for v in sorted(contributors):
+      seed = keys_lib.pair_seed(config, mask_key, u, by_id[v].mask_public_key,
+                                v)
+      for i, leaf in enumerate(config.leaves):
+        # v added PRG(s_uv) if v < u and subtracted it if v > u: undo that.
+        undo = masks.subtract if v < u else masks.add
+        values[i] = undo(values[i], keys_lib.pair_mask(config, seed, i),
+                         leaf.modulus)
+  return config_lib.pack_output(config, values)
+
+
+def _check_responses(by_id, share_senders, contributors, responses):
+  """The responses, checked; refuses any revealing both secrets of a client."""
+  responses = list(responses)
+  points = roster_lib.share_points(by_id)
+  seen = set()
+  for r in responses:
+    if not isinstance(r, messages.UnmaskingShares):
+      raise SecAggError(f'response {r!r} is not UnmaskingShares')
+    if r.sender in seen:
+      raise SecAggError(f'client {r.sender!r} responded twice')
+    seen.add(r.sender)
+    if r.sender not in contributors:
+      raise SecAggError(
+          f'client {r.sender!r} responded but its masked input is not in the '
+          'sum')
+    if r.x != points[r.sender]:
+      raise SecAggError(f'client {r.sender!r}: share point {r.x}, expected '
+                        f'{points[r.sender]}')
+  seed_owners = {u for r in responses for u in r.self_mask_shares}
+  key_owners = {u for r in responses for u in r.key_shares}
+  both = seed_owners & key_owners
+  if both:
+    raise ProtocolViolationError(
+        f'refusing to unmask: the responses reveal both the self-mask seed and '
+        f'the mask key of clients {sorted(both)}, which would expose their '
+        'inputs')
+  if seed_owners - contributors:
+    raise ProtocolViolationError(
+        'refusing to unmask: self-mask seed shares of clients '
+        f'{sorted(seed_owners - contributors)}, whose inputs are not in the '
+        'sum')
+  if key_owners & contributors:
+    raise ProtocolViolationError(
+        'refusing to unmask: mask key shares of clients '
+        f'{sorted(key_owners & contributors)}, whose inputs are in the sum')
+  dropped = share_senders - contributors
+  for r in responses:
+    if set(r.self_mask_shares) != contributors or set(r.key_shares) != dropped:
+      raise SecAggError(
+          f'client {r.sender!r}: incomplete response (shares for '
+          f'{sorted(set(r.self_mask_shares))} and {sorted(set(r.key_shares))})')
+  return responses

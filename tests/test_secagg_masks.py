@@ -1,0 +1,75 @@
+"""Mask expansion and modular arithmetic (canonical/secagg/masks.py, kdf.py)."""
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from canonical.secagg import kdf
+from canonical.secagg import masks
+
+_MODULI = [2, 3, 10, 2**8, 1000003, 2**32, 2**63 + 25, 2**64 - 59, 2**64]
+
+
+def _values(rng, modulus, size):
+  values = rng.integers(0, modulus, size=size, dtype=np.uint64)
+  values[:2] = [0, modulus - 1]
+  return values
+
+
+@pytest.mark.parametrize('modulus', _MODULI)
+def test_add_and_subtract_match_python_ints(modulus):
+  rng = np.random.default_rng(modulus % 1000)
+  a, b = _values(rng, modulus, 500), _values(rng, modulus, 500)
+  b[2:4] = [modulus - 1, 0]
+  expected_sum = [(int(x) + int(y)) % modulus for x, y in zip(a, b)]
+  expected_difference = [(int(x) - int(y)) % modulus for x, y in zip(a, b)]
+  assert [int(v) for v in masks.add(a, b, modulus)] == expected_sum
+  assert [int(v) for v in masks.subtract(a, b, modulus)] == expected_difference
+
+
+def test_bits_per_element_is_ceil_log2():
+  moduli = (2, 3, 4, 5, 10, 2**32, 1000003, 2**64)
+  assert [masks.bits_per_element(m) for m in moduli] == [
+      1, 2, 2, 3, 4, 32, 20, 64]
+
+
+@pytest.mark.parametrize('modulus', _MODULI)
+def test_masks_lie_in_range_and_repeat_only_for_the_same_key(modulus):
+  key = kdf.derive_key(b'seed', 'test', modulus)
+  mask = masks.expand(key, 1000, modulus)
+  assert mask.dtype == np.uint64 and mask.shape == (1000,)
+  if modulus < 2**64:
+    assert int(mask.max()) < modulus
+  assert np.array_equal(mask, masks.expand(key, 1000, modulus))
+  other_key = kdf.derive_key(b'seed', 'test', modulus, 1)
+  other = masks.expand(other_key, 1000, modulus)
+  assert not np.array_equal(mask, other)
+  assert masks.expand(key, 0, modulus).shape == (0,)
+
+
+@pytest.mark.parametrize('modulus', [2, 10, 16, 1000003])
+def test_masks_are_uniform(modulus):
+  mask = masks.expand(kdf.derive_key(b'uniform', modulus), 200_000, modulus)
+  bins = min(modulus, 50)
+  counts = np.bincount((mask.astype(np.float64) * bins / modulus).astype(int),
+                       minlength=bins)
+  assert stats.chisquare(counts).pvalue > 1e-4
+
+
+def test_masks_have_no_modulo_bias_for_a_large_modulus():
+  # m = 3 * 2**62: reducing 64-bit draws modulo m would put half of all values
+  # in the first third [0, 2**62).
+  modulus = 3 * 2**62
+  mask = masks.expand(kdf.derive_key(b'bias'), 60_000, modulus)
+  thirds = np.bincount((mask >> np.uint64(62)).astype(int), minlength=3)
+  assert thirds.size == 3
+  assert stats.chisquare(thirds).pvalue > 1e-4, thirds
+
+
+def test_labels_never_collide():
+  assert kdf.encode_label('ab', 'c') != kdf.encode_label('a', 'bc')
+  assert kdf.encode_label(1) != kdf.encode_label('1')
+  assert kdf.encode_label(b'x') != kdf.encode_label('x')
+  with pytest.raises(TypeError):
+    kdf.encode_label(True)
+  assert kdf.derive_key(b's', 'a', 0) != kdf.derive_key(b's', 'a', 1)
