@@ -30,7 +30,9 @@ from beam_runner import run_dir
 from beam_runner import run_lock
 from beam_runner import tensor_io
 from beam_runner import tensorboard_log
+from canonical import form as form_lib
 from canonical import storage
+from canonical import types as ft
 
 FORM_FILE = 'form.pb'
 TARGET_PIPELINE_SECONDS = 10.0
@@ -147,6 +149,12 @@ def run(form_or_path, client_data, rounds, clients_per_round, output_dir,
     raise run_dir.RunDirError(str(e)) from None
   source = form_source.FormSource.of(form_or_path)
   form = source.get()
+  if form.has_client_outputs:
+    raise form_lib.FormError(
+        f'Form {form.name!r} returns per-client outputs '
+        f'({ft.describe(form.client_output_spec)}), which the Beam runner '
+        'does not keep yet; run it with canonical.local_runner, or return '
+        'only server state, metrics and client state from next.')
   data = client_data_lib.source_of(client_data)
   if progress is None:
     progress = lambda line: print(line, file=sys.stderr, flush=True)

@@ -64,14 +64,16 @@ def of(op, value_spec):
                                       value_spec),
         lambda x, y: _map2(reduce, x, y), lambda x, y: _map2(reduce, x, y),
         _identity, value_spec)
-  count_spec = tf.TensorSpec([], tf.float32)
   if kind == 'federated_mean':
     client_part = _first
+    total_dtype = tf.float32  # A count of clients: exact up to 2**24.
     weighted = lambda u: (u, tf.constant(1.0))
   elif kind == 'federated_weighted_mean':
     client_part = tuple
+    total_dtype = weight_total_dtype(op.inputs[1].member.dtype)
+    # Each weight is cast to each value tensor's own dtype.
     weighted = lambda u: (tf.nest.map_structure(
-        lambda v: v * tf.cast(u[1], v.dtype), u[0]), u[1])
+        lambda v: v * tf.cast(u[1], v.dtype), u[0]), tf.cast(u[1], total_dtype))
   else:
     raise ValueError(f'{op.describe()} is not an aggregation.')
 
@@ -83,6 +85,13 @@ def of(op, value_spec):
     return tf.nest.map_structure(lambda t: t / tf.cast(acc[1], t.dtype),
                                  acc[0])
 
-  return Aggregation(client_part, lambda: (zeros(), tf.constant(0.0)),
+  return Aggregation(client_part,
+                     lambda: (zeros(), tf.zeros([], total_dtype)),
                      accumulate, lambda x, y: (add(x[0], y[0]), x[1] + y[1]),
-                     report, (value_spec, count_spec))
+                     report, (value_spec, tf.TensorSpec([], total_dtype)))
+
+
+def weight_total_dtype(weight_dtype):
+  """The dtype the total weight is summed in: the weight's own float dtype,
+  int64 for integer weights (exact; an int32 total could overflow)."""
+  return weight_dtype if weight_dtype.is_floating else tf.int64

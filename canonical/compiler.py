@@ -43,11 +43,22 @@ def _is_boundary(op):
   return _is_broadcast(op) or _is_aggregation(op)
 
 
-def _result_roots(graph, has_client_state):
-  """(values of server state and metrics, values of the new client state)."""
+def client_results(graph, has_client_state):
+  """(the new client state, the per-client outputs) of `next`'s result: each
+  a structure of values, or None when `next` returns none."""
   result = graph.result
-  server = tf.nest.flatten(tuple(result[:2]))
-  client = tf.nest.flatten(result[2]) if has_client_state else []
+  state = result[2] if has_client_state else None
+  first_output = 3 if has_client_state else 2
+  outputs = result[first_output] if len(result) > first_output else None
+  return state, outputs
+
+
+def _result_roots(graph, has_client_state):
+  """(values of server state and metrics, values computed at the clients:
+  the new client state and the per-client outputs)."""
+  server = tf.nest.flatten(tuple(graph.result[:2]))
+  client = [v for part in client_results(graph, has_client_state)
+            if part is not None for v in tf.nest.flatten(part)]
   return server, client
 
 
@@ -90,6 +101,9 @@ def check(process, graph):
 
 def check_purity(process, graph):
   """Every tf_computation a piece runs must be pure; names the op and lines."""
+  if process.initialize_graph is not None:
+    for op, computation in computations_of(process.initialize_graph):
+      computation.check_pure(used_by=f'{op.describe()} in initialize')
   process.initialize.check_pure(used_by='IterativeProcess initialize')
   if process.has_client_state:
     process.client_state_initializer.check_pure(
@@ -156,6 +170,7 @@ class Plan:
   work_ops: list        # client ops
   update_ops: list      # server ops after the aggregation (may redo prepare's)
   client_state_result: object  # structure of Values, or None
+  client_outputs_result: object = None  # structure of Values, or None
 
   def broadcast_slot(self, op):
     """The index in C of what broadcast `op` sends."""
@@ -207,9 +222,9 @@ def partition(graph, has_client_state):
             f'would run in {piece}, at {placement}: a value crosses between '
             'server and clients only by federated_broadcast or an '
             'aggregation.')
-  client_state = graph.result[2] if has_client_state else None
+  client_state, client_outputs = client_results(graph, has_client_state)
   return Plan(graph, broadcasts, broadcast_values, aggs, prepare_ops,
-              work_ops, update_ops, client_state)
+              work_ops, update_ops, client_state, client_outputs)
 
 
 # ----------------------------------------------------------------------------
@@ -265,13 +280,17 @@ def emit(process, plan, name, description='', encoders=None):
     update = tuple(
         agg.client_part([env[id(v)] for v in op.inputs])
         for op, agg in zip(plan.aggregations, aggs))
-    client_state = ()
+    client_state = None
     if has_client_state:
       client_state = _with_shape(
           tf.nest.map_structure(lambda v: env[id(v)], plan.client_state_result),
           client_state_spec,
           'The new client state' + _made_by(plan.client_state_result))
-    return update, client_state
+    client_outputs = None
+    if plan.client_outputs_result is not None:
+      client_outputs = tf.nest.map_structure(lambda v: env[id(v)],
+                                             plan.client_outputs_result)
+    return update, form_lib.client_result(client_state, client_outputs)
 
   def zero():
     return tuple(agg.zero() for agg in aggs)

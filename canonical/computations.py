@@ -8,7 +8,9 @@ records a `Graph` of federated ops (see `ir.py`).
 import dataclasses
 import inspect
 
+import numpy as np
 import tensorflow as tf
+from tensorflow.python.util import nest
 
 from canonical import dataset_seeds
 from canonical import ir
@@ -63,12 +65,6 @@ def forbidden_reason(op_type):
     if op_type.startswith(prefix):
       return reason
   return None
-
-
-def _is_spec_structure(value):
-  leaves = tf.nest.flatten(value)
-  return bool(leaves) and all(
-      isinstance(leaf, (tf.TensorSpec, tf.data.DatasetSpec)) for leaf in leaves)
 
 
 def graph_op_types(concrete_function, graph_def=None):
@@ -166,10 +162,10 @@ class TFComputation:
 
   def __init__(self, fn, parameter_specs, name=None, location=None):
     self._fn = fn
-    self._parameter_specs = tuple(
-        ft.check_member(spec, f'tf_computation {name or fn.__name__}')
-        for spec in parameter_specs)
     self.name = name or getattr(fn, '__name__', 'tf_computation')
+    self._parameter_specs = tuple(
+        ft.to_member(spec, f'tf_computation {self.name!r}')
+        for spec in parameter_specs)
     self.location = location or ir.user_location()
     self._concrete = None
     self._result_spec = None
@@ -239,7 +235,7 @@ class TFComputation:
     the function (no retrace). Arguments are repacked into the declared
     structures, so a tuple may stand for a namedtuple of the same layout.
     """
-    args = [tf.nest.pack_sequence_as(spec, tf.nest.flatten(arg))
+    args = [tf.nest.pack_sequence_as(spec, _leaves(spec, arg))
             for spec, arg in zip(self._parameter_specs, args)]
     return self.concrete_function()(*args)
 
@@ -260,9 +256,49 @@ class TFComputation:
   def __call__(self, *args):
     if any(isinstance(a, ir.Value) for a in tf.nest.flatten(args)):
       raise ir.FederatedError(
-          f'tf_computation {self.name!r} was called on a federated value; '
-          'apply it with federated_map(computation, value) instead.')
+          f'tf_computation {self.name!r} was called on a federated value at '
+          f'{ir.user_location()}; apply it with federated_map(computation, '
+          'value) instead.')
+    if ir._TRACE.stack and tf.executing_eagerly():  # pylint: disable=protected-access
+      # Called in a federated computation's body: an unplaced value, which
+      # federated_value places (TFF's `federated_value(init(), SERVER)`).
+      location = ir.user_location()
+      return ir.Unplaced(self._bound(args, location), location)
     return self._fn(*args)
+
+  def _bound(self, args, location):
+    """A no-argument computation calling this one on constant `args`."""
+    if not args and not self._parameter_specs:
+      return self
+    if len(args) != len(self._parameter_specs):
+      raise ir.FederatedError(
+          f'tf_computation {self.name!r} called at {location} with '
+          f'{len(args)} arguments; it takes {len(self._parameter_specs)}.')
+    constants = []
+    for arg, spec in zip(args, self._parameter_specs):
+      specs = tf.nest.flatten(spec)
+      try:
+        leaves = nest.flatten_up_to(spec, arg, check_types=False)
+        if any(isinstance(s, tf.data.DatasetSpec) for s in specs):
+          raise TypeError('a dataset cannot be a constant')
+        constants.append([np.asarray(v, s.dtype.as_numpy_dtype)
+                          for v, s in zip(leaves, specs)])
+      except (TypeError, ValueError, KeyError, IndexError) as e:
+        raise ir.FederatedError(
+            f'tf_computation {self.name!r} called at {location}: '
+            f'{ir.describe_object(arg)} is not a constant of type '
+            f'{ft.describe(spec)} ({e}).') from None
+
+    def call():
+      return self.invoke(*[tf.nest.pack_sequence_as(
+          spec, [tf.constant(v) for v in values])
+                           for spec, values in zip(self._parameter_specs,
+                                                   constants)])
+
+    return TFComputation(call, (), name=self.name, location=location)
+
+  def describe_for_error(self):
+    return f'tf_computation {self.name!r} defined at {self.location}'
 
   def __repr__(self):
     params = ', '.join(ft.describe(s) for s in self._parameter_specs)
@@ -270,36 +306,56 @@ class TFComputation:
 
 
 def tf_computation(*args):
-  """Decorator: `@tf_computation(spec, ...)`, `@tf_computation`, or `tf_computation(fn, spec, ...)`."""
+  """Decorator: `@tf_computation(type, ...)`, `@tf_computation`, or
+  `tf_computation(fn, type, ...)`; a type is a spec structure or any of TFF's
+  spellings (`tf.float32`, `TensorType(...)`, `SequenceType(...)`, ...)."""
   location = ir.user_location()
-  if args and callable(args[0]) and not _is_spec_structure(args[0]):
+  if args and callable(args[0]) and not ft.is_type(args[0]):
     fn, specs = args[0], args[1:]
     return TFComputation(fn, specs, location=location)
-  for spec in args:
-    if not _is_spec_structure(spec):
-      raise TypeError('tf_computation takes tf.TensorSpec / '
-                      'tf.data.DatasetSpec structures as its input signature, '
-                      f'got {spec!r}.')
+  specs = [ft.to_member(spec, 'tf_computation input signature')
+           for spec in args]
 
   def decorate(fn):
-    return TFComputation(fn, args, location=location)
+    if not callable(fn):
+      raise ir.FederatedError(
+          f'tf_computation at {location}: expected a function to decorate, '
+          f'got {ir.describe_object(fn)}.')
+    return TFComputation(fn, specs, location=location)
 
   return decorate
+
+
+def _leaves(spec, arg):
+  """`arg`'s leaves at `spec`'s leaves: a Python list where a tensor goes is
+  that tensor's value, not a structure."""
+  try:
+    return nest.flatten_up_to(spec, arg, check_types=False)
+  except (TypeError, ValueError, KeyError, IndexError):
+    return tf.nest.flatten(arg)  # The call itself then says what is wrong.
 
 
 class FederatedComputation:
   """Python that combines intrinsics, traced into an `ir.Graph`."""
 
-  def __init__(self, fn, parameter_types, name=None):
-    for t in parameter_types:
-      if not isinstance(t, ft.FederatedType):
-        raise TypeError('federated_computation takes FederatedType '
-                        f'parameters (e.g. types.server(spec)), got {t!r}.')
+  def __init__(self, fn, parameter_types, name=None, location=None):
+    self.location = location or ir.user_location()
+    _check_parameter_types(parameter_types, self.location)
     self._fn = fn
     self._parameter_types = tuple(parameter_types)
     self.name = name or getattr(fn, '__name__', 'federated_computation')
-    self.location = ir.user_location()
     self._graph = None
+    try:
+      inspect.signature(fn).bind(*self._parameter_types)
+    except TypeError as e:
+      raise ir.FederatedError(
+          f'federated_computation {self.name!r} at {self.location} is given '
+          f'{len(self._parameter_types)} parameter types, which do not fit '
+          f'its parameters ({e}): one type per parameter, as in '
+          '@federated_computation(type_at_server(T), type_at_clients(U)).'
+      ) from None
+    except ValueError:
+      pass  # No signature to check (a builtin); tracing will tell.
 
   @property
   def parameter_types(self):
@@ -321,8 +377,9 @@ class FederatedComputation:
       for leaf in tf.nest.flatten(graph.result):
         if not isinstance(leaf, ir.Value):
           raise ir.FederatedError(
-              f'federated_computation {self.name!r} returned {leaf!r}; it must '
-              'return federated values (use federated_value for constants).')
+              f'{self.describe_for_error()} returned '
+              f'{ir.describe_object(leaf)}; it must return federated values '
+              '(use federated_value for constants).')
       self._graph = graph
     return self._graph
 
@@ -334,13 +391,39 @@ class FederatedComputation:
   def __call__(self, *args):
     if ir._TRACE.stack:  # pylint: disable=protected-access
       # Composition: inline into the computation being traced.
+      if len(args) != len(self._parameter_types):
+        raise ir.FederatedError(
+            f'{self.describe_for_error()} called at {ir.user_location()} '
+            f'with {len(args)} arguments; it takes '
+            f'{len(self._parameter_types)}.')
       for arg, t in zip(args, self._parameter_types):
         if not isinstance(arg, ir.Value) or not _fits(arg.type_signature, t):
           raise ir.FederatedError(
-              f'federated_computation {self.name!r} expects {t}, got {arg!r}.')
+              f'{self.describe_for_error()} called at {ir.user_location()} '
+              f'expects {t}, got {ir.describe_object(arg)}.')
       return self._fn(*args)
     from canonical import reference  # pylint: disable=g-import-not-at-top
     return reference.run(self, *args)
+
+  def describe_for_error(self):
+    return f'federated_computation {self.name!r} defined at {self.location}'
+
+  def __repr__(self):
+    params = ', '.join(str(t) for t in self._parameter_types)
+    return f'<federated_computation {self.name}({params})>'
+
+
+def _check_parameter_types(parameter_types, location):
+  for t in parameter_types:
+    if not isinstance(t, ft.FederatedType):
+      hint = (' Its parameters are all placed or all unplaced (then it is a '
+              'computation at one place, a tf_computation): write '
+              'type_at_server(T) or type_at_clients(T) for a placed one.'
+              if ft.is_type(t) else '')
+      raise ir.FederatedError(
+          f'federated_computation at {location}: its parameter types must be '
+          'FederatedTypes (type_at_server / type_at_clients), got '
+          f'{ir.describe_object(t)}.{hint}')
 
 
 def _fits(actual, expected):
@@ -348,10 +431,38 @@ def _fits(actual, expected):
           ft.same_member(actual.member, expected.member))
 
 
-def federated_computation(*parameter_types):
-  """Decorator: `@federated_computation(types.server(spec), types.clients(spec))`."""
+def _unplaced(types):
+  """Whether every parameter type is unplaced (a member type)."""
+  return bool(types) and all(
+      not isinstance(t, ft.FederatedType) and ft.is_type(t) for t in types)
+
+
+def _computation(fn, types, location):
+  if _unplaced(types):
+    # TFF lets a federated computation take unplaced values (a tutorial's
+    # `local_train` over one client's batches): it runs at one place, which
+    # is what a tf_computation is here; federated_map then applies it.
+    return TFComputation(fn, types, location=location)
+  return FederatedComputation(fn, types, location=location)
+
+
+def federated_computation(*args):
+  """Decorator: `@federated_computation(type_at_server(T), type_at_clients(T))`;
+  bare `@federated_computation` for no parameter; or
+  `federated_computation(fn, type, ...)`. With only unplaced parameter types
+  (`tf.float32`, `SequenceType(T)`, ...) the result is a tf_computation."""
+  location = ir.user_location()
+  if args and callable(args[0]) and not isinstance(
+      args[0], ft.FederatedType) and not ft.is_type(args[0]):
+    return _computation(args[0], args[1:], location)
+  if not _unplaced(args):
+    _check_parameter_types(args, location)
 
   def decorate(fn):
-    return FederatedComputation(fn, parameter_types)
+    if not callable(fn):
+      raise ir.FederatedError(
+          f'federated_computation at {location}: expected a function to '
+          f'decorate, got {ir.describe_object(fn)}.')
+    return _computation(fn, args, location)
 
   return decorate

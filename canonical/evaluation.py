@@ -6,6 +6,8 @@ one client), so an op is just its tf_computation applied to plain structures.
 
 import tensorflow as tf
 
+from canonical import sequences
+
 
 def evaluate(ops, env):
   """Evaluates `ops` in order; `env` maps id(Value) -> structure, and grows."""
@@ -21,8 +23,10 @@ def evaluate_op(op, args):
   kind = op.kind
   if kind in ('federated_map', 'federated_apply'):
     return op.attrs['computation'].call_with_member(args[0])
-  if kind == 'federated_value':
+  if kind in ('federated_value', 'federated_eval'):
     return op.attrs['computation'].call_with_member(None)
+  if kind in sequences.KINDS:
+    return sequences.evaluate(op, args)
   if kind == 'federated_zip':
     return tf.nest.pack_sequence_as(op.attrs['structure'], args)
   if kind == 'select':

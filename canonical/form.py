@@ -10,10 +10,14 @@
 | report     | (A -> R)             | top aggregation tier      |
 | update     | (<S, R> -> <S, X>)   | server, end of round      |
 
-With client state, D = <client data, client state>, Y is the new client state
-and `client_state_init` ( -> Y) makes a new client's first state.
+Y is what stays at the client: nothing (`()`), the new client state, the
+per-client outputs, or a `ClientResult(client_state, client_outputs)`. With
+client state, D = <client data, client state> and `client_state_init` makes a
+new client's first state. Which of the four Y is follows from its type alone
+(see `client_result`), so a saved form needs no extra field for it.
 """
 
+import collections
 import dataclasses
 
 import tensorflow as tf
@@ -108,6 +112,25 @@ class Piece:
         len(f.node_def) for f in graph_def.library.function)
 
 
+# Y of a form with both client state and per-client outputs. Its field names
+# mark it (they survive saving), so it is never taken for a client state.
+ClientResult = collections.namedtuple('ClientResult',
+                                      ['client_state', 'client_outputs'])
+
+
+def client_result(client_state, client_outputs):
+  """Y from its parts (None where a form has no such part)."""
+  if client_state is None:
+    return () if client_outputs is None else client_outputs
+  if client_outputs is None:
+    return client_state
+  return ClientResult(client_state, client_outputs)
+
+
+def _is_client_result(y):
+  return getattr(y, '_fields', None) == ClientResult._fields
+
+
 def _as_tensor(value):
   if isinstance(value, tf.data.Dataset) or tf.is_tensor(value):
     return value
@@ -177,6 +200,34 @@ class CanonicalForm:
     return self.work.input_specs[0][1] if self.has_client_state else None
 
   @property
+  def client_output_spec(self):
+    """The per-client outputs work returns in Y (None if there are none).
+
+    Without client state, any non-empty Y is outputs; with it, Y is the
+    state or a `ClientResult`."""
+    y = self.work.output_spec[1]
+    if not self.has_client_state:
+      return y if tf.nest.flatten(y) else None
+    return y.client_outputs if _is_client_result(y) else None
+
+  @property
+  def has_client_outputs(self):
+    return self.client_output_spec is not None
+
+  def split_client_result(self, y):
+    """`(new client state, per-client outputs)` of a work's Y; None for a
+    part this form has not. A runtime keeps the first and reports the
+    second."""
+    state = outputs = None
+    if self.has_client_state and self.has_client_outputs:
+      state, outputs = y.client_state, y.client_outputs
+    elif self.has_client_state:
+      state = y
+    elif self.has_client_outputs:
+      outputs = y
+    return state, outputs
+
+  @property
   def accumulator_spec(self):
     """A: what the aggregation tier folds clients into."""
     return self.accumulate.input_specs[0]
@@ -234,10 +285,13 @@ class CanonicalForm:
     ]
     if self.has_client_state:
       y = self.work.input_specs[0][1]
+      new_state = self.work.output_spec[1]
+      if self.has_client_outputs:
+        new_state = new_state.client_state
       checks += [
           ('client_state_init', 'its result',
            self.client_state_init.output_spec, 'work takes client state', y),
-          ('work', 'its new client state', self.work.output_spec[1],
+          ('work', 'its new client state', new_state,
            'work takes client state', y),
       ]
     for piece, what, actual, source, expected in checks:
@@ -274,6 +328,9 @@ class CanonicalForm:
     if self.has_client_state:
       lines.append(f'  client state (kept at each client): '
                    f'{_human_bits(self.bits(self.client_state_spec))}')
+    if self.has_client_outputs:
+      lines.append(f'  client outputs (per client, in Y): '
+                   f'{ft.describe(self.client_output_spec)}')
     for tensor, encoder in self.encoders.items():
       lines.append(f'  encoder {tensor}: {encoder}')
     text = '\n'.join(lines)

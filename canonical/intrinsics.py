@@ -26,7 +26,7 @@ def _as_value(name, arg):
   leaves = tf.nest.flatten(arg)
   if leaves and all(isinstance(leaf, ir.Value) for leaf in leaves):
     return _zip(name, arg)
-  _fail(name, f'expected a federated value, got {arg!r}.')
+  _fail(name, f'expected a federated value, got {ir.describe_object(arg)}.')
 
 
 _NOT_AT_SERVER = ('client values reach the server only through an aggregation '
@@ -75,12 +75,22 @@ def federated_apply(computation, value):
   return _map('federated_apply', computation, value)
 
 
-def _map(name, computation, value):
+def _expect_tf_computation(name, what, computation):
   if not isinstance(computation, computations.TFComputation):
-    _fail(name, f'expects a tf_computation, got {computation!r}.')
+    hint = (' A federated_computation combines placed values; the function '
+            'applied at one place must be a tf_computation.'
+            if isinstance(computation, computations.FederatedComputation)
+            else '')
+    _fail(name, f'{what} must be a tf_computation, got '
+                f'{ir.describe_object(computation)}.{hint}')
+
+
+def _map(name, computation, value):
+  _expect_tf_computation(name, 'the function', computation)
   value = _as_value(name, value)
   if not computation.parameter_specs:
-    _fail(name, f'{computation!r} takes no argument; use federated_value.')
+    _fail(name, f'{computation!r} takes no argument; use federated_value or '
+                'federated_eval.')
   _expect_member(name, f'the argument of {computation.name!r}', value.member,
                  computation.parameter_member())
   result = _result_spec(name, computation)
@@ -148,18 +158,29 @@ def federated_max(value):
   return ir.add_op('federated_max', [value], ft.server(value.member))
 
 
+def _is_weight(dtype):
+  return (dtype.is_floating or dtype.is_integer) and dtype != tf.uint64
+
+
 def federated_mean(value, weight=None):
-  """Mean over clients, at the server; weighted by a float32 scalar if given."""
+  """Mean over clients, at the server; weighted by a scalar if given.
+
+  The weight may be any float or integer scalar (not uint64). Each client's
+  weight is cast to each value tensor's own float dtype before it multiplies
+  it; the total weight is summed in the weight's dtype (integers as int64,
+  so exactly) and cast to the tensor's dtype for the division.
+  """
   name = 'federated_mean'
   value = _builtin_reduction(name, value, 'average',
                              lambda dtype: dtype.is_floating)
   if weight is None:
     return ir.add_op(name, [value], ft.server(value.member))
   weight = _client_reduction(name, weight)
-  if not ft.same_member(weight.member, tf.TensorSpec([], tf.float32)) or (
-      weight.member.shape.rank != 0):
-    _fail(name, f'the weight must be a float32 scalar at CLIENTS, got '
-                f'{weight!r}.')
+  spec = weight.member
+  if not (isinstance(spec, tf.TensorSpec) and spec.shape.rank == 0 and
+          _is_weight(spec.dtype)):
+    _fail(name, f'the weight must be a scalar of a float or integer dtype at '
+                f'CLIENTS, got {weight!r}.')
   return ir.add_op('federated_weighted_mean', [value, weight],
                    ft.server(value.member))
 
@@ -170,12 +191,18 @@ def _constant_computation(name, value, specs=None):
     try:  # One tensor: a (nested) list is its value, not a structure.
       value = np.asarray(value, specs.dtype.as_numpy_dtype)
     except (TypeError, ValueError):
-      _fail(name, f'cannot make a {ft.describe(specs)} zero from {value!r}.')
+      _fail(name, f'cannot make a {ft.describe(specs)} zero from '
+                  f'{ir.describe_object(value)}.')
+  for leaf in tf.nest.flatten(value):
+    if isinstance(leaf, (ir.Unplaced, ir.Value)):
+      _fail(name, f'{ir.describe_object(leaf)} inside a structure of '
+                  'constants: place each part on its own and federated_zip '
+                  'them.')
   try:
     leaves = [np.array(leaf) for leaf in tf.nest.flatten(value)]
   except (TypeError, ValueError):
     _fail(name, f'expected a tf_computation or a structure of constants, got '
-                f'{value!r}.')
+                f'{ir.describe_object(value)}.')
   dtypes = [None] * len(leaves)
   if specs is not None and len(tf.nest.flatten(specs)) == len(leaves):
     dtypes = [spec.dtype for spec in tf.nest.flatten(specs)]
@@ -191,12 +218,15 @@ def _constant_computation(name, value, specs=None):
   return computations.TFComputation(make, (), name='constant')
 
 
-def _zero_computation(zero, accumulator):
+def zero_computation(zero, accumulator, name='federated_aggregate'):
+  """A no-argument tf_computation making the zero `zero` stands for."""
+  if isinstance(zero, ir.Unplaced):
+    zero = zero.computation
   if isinstance(zero, computations.TFComputation):
     if zero.parameter_specs:
-      _fail('federated_aggregate', f'zero {zero!r} must take no argument.')
+      _fail(name, f'zero {zero!r} must take no argument.')
     return zero
-  return _constant_computation('federated_aggregate', zero, accumulator)
+  return _constant_computation(name, zero, accumulator)
 
 
 def federated_aggregate(value, zero, accumulate, merge, report):
@@ -211,12 +241,11 @@ def federated_aggregate(value, zero, accumulate, merge, report):
   value = _client_reduction(name, value)
   for role, comp, arity in (('accumulate', accumulate, 2), ('merge', merge, 2),
                             ('report', report, 1)):
-    if not isinstance(comp, computations.TFComputation):
-      _fail(name, f'{role} must be a tf_computation, got {comp!r}.')
+    _expect_tf_computation(name, role, comp)
     if len(comp.parameter_specs) != arity:
       _fail(name, f'{role} {comp!r} must take {arity} argument(s).')
   accumulator = accumulate.parameter_specs[0]
-  zero = _zero_computation(zero, accumulator)
+  zero = zero_computation(zero, accumulator)
   for comp in (zero, accumulate, merge, report):
     _result_spec(name, comp)
   _expect_member(name, 'zero', zero.result_spec, accumulator)
@@ -246,7 +275,7 @@ def _zip(name, values):
   leaves = tf.nest.flatten(values)
   if not leaves or not all(isinstance(v, ir.Value) for v in leaves):
     _fail(name, f'expects a non-empty structure of federated values, got '
-                f'{values!r}.')
+                f'{ir.describe_object(values)}.')
   placements = {v.placement for v in leaves}
   if len(placements) != 1:
     _fail(name, f'cannot zip values placed at different places '
@@ -262,14 +291,27 @@ def _zip(name, values):
                                                              values)})
 
 
-def federated_value(value, placement):
-  """A constant (or a no-argument tf_computation's result) at a placement.
+def _expect_placement_literal(name, placement):
+  if placement not in (ft.SERVER, ft.CLIENTS):
+    _fail(name, f'placement must be SERVER or CLIENTS, got '
+                f'{ir.describe_object(placement)}.')
 
-  Python numbers become TensorFlow's default dtypes (float32, int32).
+
+def federated_value(value, placement):
+  """A value known at trace time, at a placement (all clients: the same).
+
+  `value` is a constant structure (Python numbers become TensorFlow's default
+  dtypes, float32 and int32), the unplaced result of calling a tf_computation
+  in the body (`federated_value(init(), SERVER)`: the piece at `placement`
+  runs `init`), or a no-argument tf_computation.
   """
   name = 'federated_value'
-  if placement not in (ft.SERVER, ft.CLIENTS):
-    _fail(name, f'placement must be SERVER or CLIENTS, got {placement!r}.')
+  _expect_placement_literal(name, placement)
+  if isinstance(value, ir.Value):
+    _fail(name, f'{value!r} is already placed; federated_broadcast moves a '
+                'SERVER value to the clients.')
+  if isinstance(value, ir.Unplaced):
+    value = value.computation
   if isinstance(value, computations.TFComputation):
     computation = value
     if computation.parameter_specs:
@@ -280,6 +322,32 @@ def federated_value(value, placement):
       name, [],
       ft.FederatedType(_result_spec(name, computation), placement, True),
       attrs={'computation': computation})
+
+
+def federated_eval(fn, placement):
+  """Evaluates the no-argument tf_computation `fn` at `placement`.
+
+  At the SERVER this is `federated_value(fn(), SERVER)`. At CLIENTS each
+  client evaluates `fn` and the result is a CLIENTS value with no promise
+  that clients agree ({T}@CLIENTS), as in TFF. Our pieces are pure, so `fn`
+  draws no entropy of its own and every client in fact computes the same
+  value; randomness that differs per client comes from stateless random ops
+  seeded by the client's data.
+  """
+  name = 'federated_eval'
+  _expect_placement_literal(name, placement)
+  if isinstance(fn, ir.Unplaced):
+    _fail(name, f'expects the tf_computation itself, not its result: write '
+                f'federated_eval({fn.computation.name}, ...) without the call.')
+  _expect_tf_computation(name, 'the function', fn)
+  if fn.parameter_specs:
+    _fail(name, f'{fn!r} must take no argument; apply a computation to a '
+                'placed value with federated_map.')
+  return ir.add_op(
+      name, [],
+      ft.FederatedType(_result_spec(name, fn), placement,
+                       placement == ft.SERVER),
+      attrs={'computation': fn})
 
 
 def select(value, key):

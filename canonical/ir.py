@@ -14,8 +14,6 @@ import threading
 
 import tensorflow as tf
 
-from canonical import types as ft
-
 
 class FederatedError(TypeError):
   """A federated program is ill-typed or cannot be expressed; names where."""
@@ -69,6 +67,54 @@ def location_of_tf_op(op):
     if not is_library_file(frame.filename):
       return Location(frame.filename, frame.lineno)
   return None
+
+
+def describe_object(obj):
+  """A short name for `obj` in an error message: computations and functions
+  by their names and lines, never by a repr that shows a memory address."""
+  describe = getattr(obj, 'describe_for_error', None)
+  if callable(describe) and not isinstance(obj, type):
+    return describe()
+  if isinstance(obj, type):
+    return f'the class {obj.__qualname__}'
+  code = getattr(obj, '__code__', None)
+  if code is not None:
+    where = Location(code.co_filename, code.co_firstlineno)
+    return (f'the Python function {getattr(obj, "__qualname__", "?")!r} '
+            f'defined at {where}')
+  if isinstance(obj, tf.data.Dataset):
+    from canonical import types as ft  # pylint: disable=g-import-not-at-top
+    return f'a dataset {ft.describe(ft.spec_of(obj))}'
+  if tf.is_tensor(obj):
+    dims = ','.join('?' if d is None else str(d) for d in obj.shape.as_list()) \
+        if obj.shape.rank is not None else '...'
+    return f'a tensor {obj.dtype.name}[{dims}]'
+  text = repr(obj)
+  if ' at 0x' in text or ' object at ' in text:
+    return f'a {type(obj).__name__} object'
+  return text if len(text) <= 80 else text[:77] + '...'
+
+
+class Unplaced:
+  """A tf_computation's result called for while tracing a federated
+  computation (`init_fn()`): it has no placement until `federated_value`
+  places it, which runs `computation` in the piece at that placement."""
+
+  def __init__(self, computation, location):
+    self.computation = computation  # A TFComputation with no parameter.
+    self.location = location
+
+  def describe_for_error(self):
+    return (f'the unplaced result of {self.computation.describe_for_error()} '
+            f'called at {self.location} (place it with '
+            'federated_value(value, SERVER or CLIENTS))')
+
+  def __bool__(self):
+    raise FederatedError(f'{self.describe_for_error()} has no truth value '
+                         'while tracing.')
+
+  def __repr__(self):
+    return f'<unplaced {self.computation.name}()>'
 
 
 class Value:
@@ -184,7 +230,8 @@ def add_op(kind, inputs, output_type, attrs=None, location=None):
   graph = current_graph(kind)
   for value in inputs:
     if not isinstance(value, Value):
-      raise FederatedError(f'{kind}: expected federated values, got {value!r}.')
+      raise FederatedError(f'{kind}: expected federated values, got '
+                           f'{describe_object(value)}.')
   output = Value(output_type)
   op = Op(kind, tuple(inputs), output, dict(attrs or {}),
           location or user_location())

@@ -10,7 +10,9 @@ import numpy as np
 
 
 def run_round(form, state, client_data, client_states=None, merge_seed=None):
-  """Runs one round; returns `(state, metrics)` or `(state, metrics, client_states)`.
+  """Runs one round: `(state, metrics)`, then the new `client_states` if the
+  form keeps client state, then the `client_outputs` (one per client) if its
+  work returns per-client outputs: as `next` returns them.
 
   `client_data` holds one entry per participating client (a tf.data.Dataset or
   tensors, as the form's D says); `client_states` one state per client when the
@@ -33,17 +35,22 @@ def run_round(form, state, client_data, client_states=None, merge_seed=None):
     raise ValueError(f'run_round: form {form.name!r} keeps no client state, '
                      'but client_states were given.')
   broadcast = form.prepare(state)
-  updates, new_client_states = [], []
+  updates, new_client_states, client_outputs = [], [], []
   for i, data in enumerate(client_data):
     d = (data, client_states[i]) if form.has_client_state else data
-    update, client_state = form.work(d, broadcast)
+    update, y = form.work(d, broadcast)
     updates.append(update)
+    client_state, outputs = form.split_client_result(y)
     new_client_states.append(client_state)
+    client_outputs.append(outputs)
   aggregate = form.report(_aggregate(form, updates, merge_seed))
   new_state, metrics = form.update(state, aggregate)
+  result = (new_state, metrics)
   if form.has_client_state:
-    return new_state, metrics, new_client_states
-  return new_state, metrics
+    result += (new_client_states,)
+  if form.has_client_outputs:
+    result += (client_outputs,)
+  return result
 
 
 def _aggregate(form, updates, merge_seed):

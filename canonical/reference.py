@@ -9,11 +9,13 @@ the compiled form is tested against.
 import functools
 
 import tensorflow as tf
+from tensorflow.python.util import nest
 
 from canonical import aggregations
 from canonical import computations
 from canonical import evaluation
 from canonical import ir
+from canonical import sequences
 from canonical import types as ft
 
 
@@ -21,7 +23,7 @@ def run(computation, *args):
   """Runs a `FederatedComputation`; CLIENTS arguments are lists, one per client."""
   if not isinstance(computation, computations.FederatedComputation):
     raise TypeError(f'reference.run expects a federated_computation, got '
-                    f'{computation!r}.')
+                    f'{ir.describe_object(computation)}.')
   graph = computation.trace()
   if len(args) != len(graph.parameters):
     raise ir.FederatedError(f'{computation.name!r} takes '
@@ -60,8 +62,9 @@ def _check_datasets(computation, number, param, arg):
 def run_round(process, state, client_data, client_states=None):
   """One round of an `IterativeProcess` by its plain meaning.
 
-  Returns `(state, metrics)`, or `(state, metrics, client_states)` with client
-  state; a client state of None is a new client's (the process's
+  Returns `(state, metrics)`, then `client_states` with client state, then
+  `client_outputs` (one per client) if `next` returns them; a client state of
+  None is a new client's (the process's
   `client_state_initializer` makes it). The new server state and client
   states have the structures `next` declares for them.
   """
@@ -79,17 +82,30 @@ def run_round(process, state, client_data, client_states=None):
         for s in client_states])
   result = run(process.next, *args)
   new_state = _repack(result[0], params[0].member)
+  returned = (new_state, result[1])
+  returned_values = process.next.trace().result
   if process.has_client_state:
-    return new_state, result[1], [_repack(s, params[2].member)
-                                  for s in result[2]]
-  return new_state, result[1]
+    returned += ([_repack(s, params[2].member) for s in _per_client(
+        returned_values[2], result[2], len(client_data))],)
+  if process.has_client_outputs:
+    returned += (_per_client(returned_values[-1], result[-1],
+                             len(client_data)),)
+  return returned
+
+
+def _per_client(values, value, num_clients):
+  """`value`, a structure shaped like the CLIENTS `values` with one list
+  (one entry per client) at each value, as one structure per client."""
+  lists = nest.flatten_up_to(values, value)
+  return [tf.nest.pack_sequence_as(values, [entries[i] for entries in lists])
+          for i in range(num_clients)]
 
 
 def _repack(value, member):
   return tf.nest.pack_sequence_as(member, tf.nest.flatten(value))
 
 
-def _per_client(op, inputs, fn):
+def _each_client(inputs, fn):
   return [fn(list(args)) for args in zip(*inputs)]
 
 
@@ -98,14 +114,16 @@ def _run_op(op, inputs, num_clients):
   placement = op.output.placement
   if kind == 'federated_broadcast':
     return [inputs[0]] * num_clients
-  if kind == 'federated_value':
+  if kind in ('federated_value', 'federated_eval'):
+    # At CLIENTS, federated_eval means each client evaluates the computation:
+    # it is pure and takes no input, so one evaluation stands for all.
     value = evaluation.evaluate_op(op, [])
     return value if placement == ft.SERVER else [value] * num_clients
   if kind in ('federated_map', 'federated_apply', 'federated_zip',
-              'select'):
+              'select') + sequences.KINDS:
     if op.inputs and op.inputs[0].placement == ft.CLIENTS:
-      return _per_client(op, inputs,
-                         lambda args: evaluation.evaluate_op(op, args))
+      return _each_client(inputs,
+                          lambda args: evaluation.evaluate_op(op, args))
     return evaluation.evaluate_op(op, inputs)
   # An aggregation: fold the clients in order, no merge.
   agg = aggregations.of(op, op.inputs[0].member)

@@ -286,10 +286,12 @@ def test_federated_mean_of_integers():
   assert 'int32' in message
 
 
-def test_federated_mean_weight_must_be_a_float32_scalar():
+def test_federated_mean_weight_must_be_a_real_scalar():
+  # Integer weights are welcome (tests/test_language_tff_names.py); a vector
+  # is not a weight.
   message = _trace_error(
       lambda d: cf.federated_mean(d[0], weight=d[1]),  # line:bad_weight
-      cf.clients((F2, I)))
+      cf.clients((F2, F2)))
   assert message.startswith('federated_mean at ' + _where('bad_weight'))
   assert 'weight' in message
 
