@@ -32,7 +32,7 @@ class IterativeProcess:
     self.location = location
     self.initialize_graph = None
     if isinstance(initialize, computations.FederatedComputation):
-      initialize, self.initialize_graph = _initialize_at_server(
+      initialize, self.initialize_graph = initialize_at_server(
           initialize, location)
     elif not isinstance(initialize, computations.TFComputation) or (
         initialize.parameter_specs):
@@ -162,9 +162,9 @@ def _check_client_outputs(where, outputs):
           'datasets.')
 
 
-def _initialize_at_server(computation, location):
+def initialize_at_server(computation, location):
   """A federated `initialize` as a tf_computation running its server ops,
-  and its trace. It runs once, at the server, before any client exists."""
+  and its trace (IterativeProcess and MeasuredProcess take either kind). It runs once, at the server, before any client exists."""
   where = (f'IterativeProcess at {location}: initialize '
            f'{computation.describe_for_error()}')
   if computation.parameter_types:

@@ -341,6 +341,20 @@ def test_federated_initialize_compiles(style):
   np.testing.assert_array_equal(state, [1.5, 2.5])
 
 
+def test_measured_process_takes_a_federated_initialize():
+  from canonical import fedavg  # pylint: disable=g-import-not-at-top
+
+  @cf.federated_computation
+  def initialize_fn():
+    return cf.federated_eval(_server_init, cf.SERVER)
+
+  block = fedavg.MeasuredProcess(initialize_fn, _next_plus_mean, F2)
+  np.testing.assert_array_equal(block.initialize(), [1.0, 2.0])
+  with pytest.raises(cf.FederatedError, match='initialize must be') as error:
+    fedavg.MeasuredProcess(object(), _next_plus_mean, F2)
+  assert '0x' not in str(error.value)
+
+
 def test_federated_initialize_saves_and_loads(tmp_path):
 
   @cf.federated_computation

@@ -8,10 +8,14 @@ averaging composes an encoded broadcast and an encoded mean into its round.
 
 from canonical import computations
 from canonical import ir
+from canonical import process as process_lib
 
 
 class MeasuredProcess:
-  """`initialize` (a tf_computation, no argument) and `next` (a federated_computation).
+  """`initialize` and `next` (a federated_computation).
+
+  `initialize` is a tf_computation with no argument, or a federated_computation
+  with no parameter returning a SERVER value, as for `IterativeProcess`.
 
   `encoders` is the flat tuple of platform encoders the process applies, one per
   tensor (empty for an unencoded process). With `client_state_initializer` (a
@@ -22,13 +26,19 @@ class MeasuredProcess:
 
   def __init__(self, initialize, next, value_spec, encoders=(),  # pylint: disable=redefined-builtin
                client_state_initializer=None, name='process'):
-    if not isinstance(initialize, computations.TFComputation) or (
+    if isinstance(initialize, computations.FederatedComputation):
+      initialize, _ = process_lib.initialize_at_server(
+          initialize, ir.user_location())
+    elif not isinstance(initialize, computations.TFComputation) or (
         initialize.parameter_specs):
-      raise ir.FederatedError(f'{name}: initialize must be a tf_computation '
-                              f'with no argument, got {initialize!r}.')
+      raise ir.FederatedError(
+          f'{name}: initialize must be a tf_computation with no argument, or '
+          'a federated_computation with no parameter returning a SERVER '
+          f'value, got {ir.describe_object(initialize)}.')
     if not isinstance(next, computations.FederatedComputation):
       raise ir.FederatedError(
-          f'{name}: next must be a federated_computation, got {next!r}.')
+          f'{name}: next must be a federated_computation, got '
+          f'{ir.describe_object(next)}.')
     self.initialize = initialize
     self.next = next
     self.value_spec = value_spec
