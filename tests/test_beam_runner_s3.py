@@ -125,12 +125,12 @@ def test_a_path_scheme_without_a_filesystem_is_one_error():
 # Driver processes: killed and resumed; two at once on one directory
 
 _CHILD = textwrap.dedent('''
-    import json, sys, time
+    import json, os, sys, time
     import beam_runner
     from beam_runner import round_pipeline
 
-    form, clients, out, rounds, slow_round, seconds, options, lock = \
-        sys.argv[1:9]
+    form, clients, out, rounds, slow_round, seconds, options, lock, hold = \
+        sys.argv[1:10]
     work = round_pipeline.WorkFn._work
     if lock == 'bypassed':  # Two drivers that each believe they hold it.
       from beam_runner import run_lock
@@ -140,6 +140,9 @@ _CHILD = textwrap.dedent('''
     def slow_work(self, task, data, c):
       if int(slow_round) in (0, self._attempt.round):
         time.sleep(float(seconds))
+      deadline = time.monotonic() + 120
+      while hold and not os.path.exists(hold) and time.monotonic() < deadline:
+        time.sleep(0.05)  # Held until the test lets go.
       return work(self, task, data, c)
 
     round_pipeline.WorkFn._work = slow_work
@@ -158,12 +161,15 @@ _CHILD = textwrap.dedent('''
 
 
 def _driver(tmp_path, form_path, clients, out, rounds, options, slow_round=0,
-            seconds=0.3, lock='taken'):
+            seconds=0.3, lock='taken', hold=''):
+  """A driver in its own process; with `hold` (a path), its clients wait
+  until that file exists."""
   script = tmp_path / 'driver.py'
   script.write_text(_CHILD)
   return subprocess.Popen(
       [sys.executable, str(script), form_path, clients, out, str(rounds),
-       str(slow_round), str(seconds), json.dumps(options), lock], cwd=ROOT,
+       str(slow_round), str(seconds), json.dumps(options), lock, str(hold)],
+      cwd=ROOT,
       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
       env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2', PYTHONPATH=ROOT))
 
@@ -226,16 +232,21 @@ def place(request):
 def test_a_second_driver_stops_at_the_lock_and_touches_nothing(place,
                                                                 tmp_path):
   form, form_path, clients, out, options = _setup(place, tmp_path)
-  first = _driver(tmp_path, form_path, clients, out, 4, options,
-                  slow_round=0, seconds=0.5)
+  # The first driver holds the lock until the second has tried it: however
+  # slowly the second starts, the first cannot finish before.
+  hold = tmp_path / 'second_is_done'
+  first = _driver(tmp_path, form_path, clients, out, 4, options, hold=hold)
   lock = storage.join(out, 'lock.json')
   deadline = time.monotonic() + 120
   while not storage.exists(lock):
     assert first.poll() is None, first.stdout.read()
     assert time.monotonic() < deadline, 'the first driver never took it'
     time.sleep(0.05)
-  second = _driver(tmp_path, form_path, clients, out, 4, options)
-  second_output = second.communicate(timeout=240)[0]
+  try:
+    second = _driver(tmp_path, form_path, clients, out, 4, options)
+    second_output = second.communicate(timeout=240)[0]
+  finally:
+    hold.touch()
   first_output = first.communicate(timeout=240)[0]
   assert (first.returncode, second.returncode) == (0, 4), (first_output,
                                                            second_output)
