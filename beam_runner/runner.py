@@ -155,6 +155,12 @@ def run(form_or_path, client_data, rounds, clients_per_round, output_dir,
         f'({ft.describe(form.client_output_spec)}), which the Beam runner '
         'does not keep yet; run it with canonical.local_runner, or return '
         'only server state, metrics and client state from next.')
+  if form.has_secure_sums:
+    raise form_lib.FormError(
+        f'Form {form.name!r} has secure sums ('
+        f'{", ".join(s.kind for s in form.secure_sums)}), which the Beam '
+        'runner does not run yet; run it with canonical.local_runner, which '
+        'runs the masking protocol.')
   data = client_data_lib.source_of(client_data)
   if progress is None:
     progress = lambda line: print(line, file=sys.stderr, flush=True)

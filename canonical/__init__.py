@@ -15,6 +15,9 @@ from canonical.intrinsics import federated_map
 from canonical.intrinsics import federated_max
 from canonical.intrinsics import federated_mean
 from canonical.intrinsics import federated_min
+from canonical.intrinsics import federated_secure_modular_sum
+from canonical.intrinsics import federated_secure_sum
+from canonical.intrinsics import federated_secure_sum_bitwidth
 from canonical.intrinsics import federated_sum
 from canonical.intrinsics import federated_value
 from canonical.intrinsics import federated_zip

@@ -95,3 +95,17 @@ def weight_total_dtype(weight_dtype):
   """The dtype the total weight is summed in: the weight's own float dtype,
   int64 for integer weights (exact; an int32 total could overflow)."""
   return weight_dtype if weight_dtype.is_floating else tf.int64
+
+
+def secure_parameters(op, given):
+  """A secure sum op's parameters, one int64 scalar per tensor of its value:
+  constants fixed at compile time, or `given` (the SERVER value it was
+  handed: one scalar per tensor, or one for all)."""
+  value = op.inputs[0].member
+  if 'parameters' in op.attrs:
+    flat = [tf.constant(p, tf.int64) for p in op.attrs['parameters']]
+  else:
+    flat = [tf.cast(p, tf.int64) for p in tf.nest.flatten(given)]
+    if not op.attrs['per_leaf']:
+      flat *= len(tf.nest.flatten(value))
+  return tf.nest.pack_sequence_as(value, flat)

@@ -16,6 +16,7 @@ from canonical import form as form_lib
 from canonical import intrinsics
 from canonical import ir
 from canonical import process as process_lib
+from canonical import secure_sums
 from canonical import types as ft
 
 
@@ -33,6 +34,10 @@ def compile(process, name=None, description='', encoders=None):  # pylint: disab
 
 def _is_aggregation(op):
   return op.kind in intrinsics.AGGREGATIONS
+
+
+def _is_secure(op):
+  return op.kind in intrinsics.SECURE_AGGREGATIONS
 
 
 def _is_broadcast(op):
@@ -165,7 +170,9 @@ class Plan:
   graph: object
   broadcasts: list      # live broadcast ops, in trace order
   broadcast_values: list  # distinct SERVER values broadcast: C's entries
-  aggregations: list    # live aggregation ops: A's, U's and R's entries
+  aggregations: list    # live plain aggregation ops: A's, U's and R's entries
+  secure: list          # live secure sums: the secure part of U and R
+  parameter_ops: list   # server ops computing secure sums' parameters
   prepare_ops: list     # server ops before the broadcast
   work_ops: list        # client ops
   update_ops: list      # server ops after the aggregation (may redo prepare's)
@@ -204,16 +211,21 @@ def partition(graph, has_client_state):
   for op in broadcasts:
     if not any(_same_value(op.inputs[0], v) for v in broadcast_values):
       broadcast_values.append(op.inputs[0])
-  aggs = [op for op in live if _is_aggregation(op)]
+  aggs = [op for op in live if _is_aggregation(op) and not _is_secure(op)]
+  secure = [op for op in live if _is_secure(op)]
   server_roots, client_roots = _result_roots(graph, has_client_state)
   not_boundary = lambda ops: [op for op in ops if not _is_boundary(op)]
   prepare_ops = not_boundary(_needed_ops(graph, broadcast_values, _is_boundary))
   work_ops = not_boundary(_needed_ops(
-      graph, [v for op in aggs for v in op.inputs] + client_roots,
-      _is_boundary))
+      graph, [v for op in aggs for v in op.inputs] +
+      [op.inputs[0] for op in secure] + client_roots, _is_boundary))
+  parameter_ops = not_boundary(_needed_ops(
+      graph, [v for op in secure for v in op.inputs[1:]], _is_boundary))
   update_ops = not_boundary(_needed_ops(graph, server_roots, _is_boundary))
   for piece, ops, placement in (('prepare', prepare_ops, ft.SERVER),
                                 ('work', work_ops, ft.CLIENTS),
+                                ('secure_parameters', parameter_ops,
+                                 ft.SERVER),
                                 ('update', update_ops, ft.SERVER)):
     for op in ops:
       if op.output.placement != placement:
@@ -223,8 +235,9 @@ def partition(graph, has_client_state):
             'server and clients only by federated_broadcast or an '
             'aggregation.')
   client_state, client_outputs = client_results(graph, has_client_state)
-  return Plan(graph, broadcasts, broadcast_values, aggs, prepare_ops,
-              work_ops, update_ops, client_state, client_outputs)
+  return Plan(graph, broadcasts, broadcast_values, aggs, secure,
+              parameter_ops, prepare_ops, work_ops, update_ops, client_state,
+              client_outputs)
 
 
 # ----------------------------------------------------------------------------
@@ -280,6 +293,9 @@ def emit(process, plan, name, description='', encoders=None):
     update = tuple(
         agg.client_part([env[id(v)] for v in op.inputs])
         for op, agg in zip(plan.aggregations, aggs))
+    if plan.secure:
+      update = form_lib.ClientUpdate(
+          update, tuple(env[id(op.inputs[0])] for op in plan.secure))
     client_state = None
     if has_client_state:
       client_state = _with_shape(
@@ -305,8 +321,18 @@ def emit(process, plan, name, description='', encoders=None):
   def report(accumulator):
     return tuple(agg.report(a) for agg, a in zip(aggs, accumulator))
 
+  def secure_parameters(state):
+    env = evaluation.evaluate(plan.parameter_ops, {id(state_param): state})
+    return tuple(
+        aggregations.secure_parameters(op, [env[id(v)] for v in op.inputs[1:]])
+        for op in plan.secure)
+
   def update(state, aggregate):
     env = {id(state_param): state}
+    if plan.secure:
+      for op, value in zip(plan.secure, aggregate.secure):
+        env[id(op.output)] = value
+      aggregate = aggregate.plain
     for op, value in zip(plan.aggregations, aggregate):
       env[id(op.output)] = value
     evaluation.evaluate(plan.update_ops, env)
@@ -323,8 +349,14 @@ def emit(process, plan, name, description='', encoders=None):
   broadcast_spec = prepare_piece.output_spec
   work_piece = form_lib.Piece('work', work, (data_spec, broadcast_spec))
   update_spec = work_piece.output_spec[0]
+  if plan.secure:
+    update_spec = update_spec.plain
   accumulator_spec = tuple(agg.accumulator_spec for agg in aggs)
   report_piece = form_lib.Piece('report', report, (accumulator_spec,))
+  aggregate_spec = report_piece.output_spec
+  if plan.secure:
+    aggregate_spec = form_lib.ServerAggregate(
+        aggregate_spec, tuple(op.output.member for op in plan.secure))
   pieces = dict(
       initialize=form_lib.Piece('initialize', process.initialize.invoke, ()),
       prepare=prepare_piece,
@@ -335,14 +367,19 @@ def emit(process, plan, name, description='', encoders=None):
       merge=form_lib.Piece('merge', merge, (accumulator_spec,
                                             accumulator_spec)),
       report=report_piece,
-      update=form_lib.Piece('update', update,
-                            (state_spec, report_piece.output_spec)),
+      update=form_lib.Piece('update', update, (state_spec, aggregate_spec)),
   )
+  if plan.secure:
+    pieces['secure_parameters'] = form_lib.Piece(
+        'secure_parameters', secure_parameters, (state_spec,))
   if has_client_state:
     pieces['client_state_init'] = form_lib.Piece(
         'client_state_init',
         lambda: _with_shape(process.client_state_initializer.invoke(),
                             client_state_spec,
                             'client_state_initializer\'s result'), ())
-  return form_lib.CanonicalForm(name=name, description=description,
-                                encoders=encoders, **pieces)
+  return form_lib.CanonicalForm(
+      name=name, description=description, encoders=encoders,
+      secure_sums=[secure_sums.SecureSum(op.kind, op.attrs.get('parameters'))
+                   for op in plan.secure], **pieces)
+

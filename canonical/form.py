@@ -10,6 +10,13 @@
 | report     | (A -> R)             | top aggregation tier      |
 | update     | (<S, R> -> <S, X>)   | server, end of round      |
 
+With secure sums (`federated_secure_sum_bitwidth`, ...), U is a
+`ClientUpdate(plain, secure)`: the aggregation tier folds `plain`; `secure`
+holds one integer structure per secure sum, which the runtime adds with the
+masking protocol under the moduli of that round. `secure_parameters` (S -> P)
+gives each secure sum's parameter per tensor, and update takes R as a
+`ServerAggregate(plain=report's result, secure=the sums)`.
+
 Y is what stays at the client: nothing (`()`), the new client state, the
 per-client outputs, or a `ClientResult(client_state, client_outputs)`. With
 client state, D = <client data, client state> and `client_state_init` makes a
@@ -23,6 +30,7 @@ import dataclasses
 import tensorflow as tf
 
 from canonical import ir
+from canonical import secure_sums as secure_sums_lib
 from canonical import types as ft
 from encoders.core import structures
 
@@ -118,6 +126,12 @@ ClientResult = collections.namedtuple('ClientResult',
                                       ['client_state', 'client_outputs'])
 
 
+# U and R of a form with secure sums; their field names mark them, as above.
+ClientUpdate = collections.namedtuple('ClientUpdate', ['plain', 'secure'])
+ServerAggregate = collections.namedtuple('ServerAggregate',
+                                         ['plain', 'secure'])
+
+
 def client_result(client_state, client_outputs):
   """Y from its parts (None where a form has no such part)."""
   if client_state is None:
@@ -139,15 +153,17 @@ def _as_tensor(value):
 
 # Positional inputs of each piece.
 ARITY = dict(initialize=0, prepare=1, work=2, zero=0, accumulate=2, merge=2,
-             report=1, update=2, client_state_init=0)
+             report=1, update=2, client_state_init=0, secure_parameters=1)
 
 
 class CanonicalForm:
-  """The eight pieces (and `client_state_init` with client state), type-checked."""
+  """The eight pieces (and `client_state_init` with client state,
+  `secure_parameters` with secure sums), type-checked."""
 
   def __init__(self, initialize, prepare, work, zero, accumulate, merge,
                report, update, client_state_init=None, name='form',
-               description='', encoders=None):
+               description='', encoders=None, secure_parameters=None,
+               secure_sums=()):
     self.initialize = initialize
     self.prepare = prepare
     self.work = work
@@ -157,6 +173,8 @@ class CanonicalForm:
     self.report = report
     self.update = update
     self.client_state_init = client_state_init
+    self.secure_parameters = secure_parameters
+    self.secure_sums = tuple(secure_sums)
     self.name = name
     self.description = description
     self.encoders = dict(encoders or {})
@@ -165,8 +183,9 @@ class CanonicalForm:
   @property
   def pieces(self):
     pieces = {name: getattr(self, name) for name in PIECES}
-    if self.client_state_init is not None:
-      pieces['client_state_init'] = self.client_state_init
+    for name in ('client_state_init', 'secure_parameters'):
+      if getattr(self, name) is not None:
+        pieces[name] = getattr(self, name)
     return pieces
 
   @property
@@ -185,9 +204,30 @@ class CanonicalForm:
     return self.prepare.output_spec
 
   @property
+  def has_secure_sums(self):
+    return bool(self.secure_sums)
+
+  @property
   def client_update_spec(self):
-    """U: what every client sends."""
-    return self.work.output_spec[0]
+    """U: what every client sends to the aggregation tier's accumulate (the
+    plain part, with secure sums)."""
+    u = self.work.output_spec[0]
+    return u.plain if self.has_secure_sums else u
+
+  @property
+  def secure_update_spec(self):
+    """What every client sends through the secure sums: one integer
+    structure per secure sum (`()` without them)."""
+    return self.work.output_spec[0].secure if self.has_secure_sums else ()
+
+  def split_update(self, u):
+    """`(plain part, secure part)` of a work's U."""
+    return (u.plain, u.secure) if self.has_secure_sums else (u, ())
+
+  def server_aggregate(self, reported, secure):
+    """R for update: report's result, with the secure sums if any."""
+    return (ServerAggregate(reported, tuple(secure))
+            if self.has_secure_sums else reported)
 
   @property
   def client_data_spec(self):
@@ -256,13 +296,63 @@ class CanonicalForm:
             'input must be a pair <client data, client state>, it is '
             f'{ft.describe(data)}.')
 
+  def _check_secure_sums(self):
+    """With secure sums: U and R are marked pairs, the secure values are
+    integer tensors, and P gives one int64 scalar per tensor of each."""
+    where = f'Canonical form {self.name!r}'
+    if (self.secure_parameters is None) != (not self.has_secure_sums):
+      raise FormError(f'{where}: secure_parameters and secure_sums go '
+                      'together; it has one without the other.')
+    if not self.has_secure_sums:
+      return
+    u = self.work.output_spec[0]
+    if getattr(u, '_fields', None) != ClientUpdate._fields:
+      raise FormError(f'{where}: with secure sums, work must return U as a '
+                      f'ClientUpdate(plain, secure), it returns '
+                      f'{ft.describe(u)}.')
+    secure = u.secure
+    if (not isinstance(secure, tuple) or
+        len(secure) != len(self.secure_sums)):
+      raise FormError(f'{where}: work sends {ft.describe(secure)} through '
+                      f'the secure sums, expected {len(self.secure_sums)} '
+                      'values (one per secure sum).')
+    parameters = self.secure_parameters.output_spec
+    if not isinstance(parameters, tuple) or len(parameters) != len(secure):
+      raise FormError(f'{where}: secure_parameters returns '
+                      f'{ft.describe(parameters)}, expected one structure per '
+                      'secure sum.')
+    for number, (entry, value, params) in enumerate(
+        zip(self.secure_sums, secure, parameters)):
+      what = f'{where}: secure sum {number}'
+      if entry.kind not in secure_sums_lib.KINDS:
+        raise FormError(f'{what}: unknown kind {entry.kind!r}.')
+      leaves = tf.nest.flatten(value)
+      if not leaves or not all(
+          isinstance(leaf, tf.TensorSpec) and leaf.dtype.is_integer and
+          leaf.shape.is_fully_defined() for leaf in leaves):
+        raise FormError(f'{what} sums {ft.describe(value)}: only integer '
+                        'tensors of fully defined shapes can be summed '
+                        'securely.')
+      expected = tf.nest.map_structure(
+          lambda _: tf.TensorSpec([], tf.int64), value)
+      if not ft.same_member(params, expected):
+        raise FormError(f'{what}: secure_parameters gives '
+                        f'{ft.describe(params)}, expected '
+                        f'{ft.describe(expected)} (one per tensor).')
+      if entry.static_parameters is not None and (
+          len(entry.static_parameters) != len(leaves)):
+        raise FormError(f'{what}: {len(entry.static_parameters)} static '
+                        f'parameters for {len(leaves)} tensors.')
+
   def _check_types(self):
     self._check_shapes()
+    self._check_secure_sums()
     s = self.prepare.input_specs[0]
     c = self.prepare.output_spec
-    u = self.work.output_spec[0]
+    u = self.client_update_spec
     a = self.accumulate.input_specs[0]
-    r = self.report.output_spec
+    r = self.server_aggregate(self.report.output_spec,
+                              self.secure_update_spec)
     takes_s, takes_a = 'prepare takes S =', 'accumulate takes A ='
     checks = [
         ('initialize', 'its result', self.initialize.output_spec, takes_s, s),
@@ -281,8 +371,12 @@ class CanonicalForm:
         ('merge', 'its result', self.merge.output_spec, takes_a, a),
         ('report', 'its input', self.report.input_specs[0], takes_a, a),
         ('update', 'its aggregate input R', self.update.input_specs[1],
-         'report returns R =', r),
+         'report returns R =' if not self.has_secure_sums else
+         'report and the secure sums give R =', r),
     ]
+    if self.has_secure_sums:
+      checks.append(('secure_parameters', 'its server state input',
+                     self.secure_parameters.input_specs[0], takes_s, s))
     if self.has_client_state:
       y = self.work.input_specs[0][1]
       new_state = self.work.output_spec[1]
@@ -313,8 +407,9 @@ class CanonicalForm:
 
   @property
   def aggregated_bits(self):
-    """Bits of U, sent by each client (None if its size varies)."""
-    return self.bits(self.client_update_spec)
+    """Bits of U (with any secure part, at its dtype's width), sent by each
+    client (None if its size varies)."""
+    return self.bits(self.work.output_spec[0])
 
   def summary(self, print_fn=print):
     lines = [f'CanonicalForm {self.name!r}' +
@@ -331,6 +426,9 @@ class CanonicalForm:
     if self.has_client_outputs:
       lines.append(f'  client outputs (per client, in Y): '
                    f'{ft.describe(self.client_output_spec)}')
+    for number, entry in enumerate(self.secure_sums):
+      lines.append(f'  secure sum {number}: {entry.describe()} on '
+                   f'{ft.describe(self.secure_update_spec[number])}')
     for tensor, encoder in self.encoders.items():
       lines.append(f'  encoder {tensor}: {encoder}')
     text = '\n'.join(lines)

@@ -9,10 +9,13 @@ import tensorflow as tf
 
 from canonical import computations
 from canonical import ir
+from canonical import secure_sums
 from canonical import types as ft
 
+SECURE_AGGREGATIONS = secure_sums.KINDS
 AGGREGATIONS = ('federated_sum', 'federated_mean', 'federated_weighted_mean',
-                'federated_min', 'federated_max', 'federated_aggregate')
+                'federated_min', 'federated_max',
+                'federated_aggregate') + SECURE_AGGREGATIONS
 
 
 def _fail(name, message):
@@ -183,6 +186,82 @@ def federated_mean(value, weight=None):
                 f'CLIENTS, got {weight!r}.')
   return ir.add_op('federated_weighted_mean', [value, weight],
                    ft.server(value.member))
+
+
+def federated_secure_sum_bitwidth(value, bitwidth):
+  """The exact sum at the SERVER of integers in [0, 2**bitwidth - 1] at the
+  clients, added under pairwise masks so that no aggregator sees a client's
+  value. `bitwidth`: an int, or a structure of ints like `value` (one per
+  tensor), or an integer SERVER value (from the server state)."""
+  return _secure_sum(secure_sums.BITWIDTH, value, bitwidth)
+
+
+def federated_secure_sum(value, max_input):
+  """The exact sum at the SERVER of integers in [0, max_input] at the
+  clients, securely (see `federated_secure_sum_bitwidth`)."""
+  return _secure_sum(secure_sums.MAX_INPUT, value, max_input)
+
+
+def federated_secure_modular_sum(value, modulus):
+  """SUM(value) % modulus at the SERVER, securely; client values are taken
+  modulo `modulus` first (negatives too)."""
+  return _secure_sum(secure_sums.MODULAR, value, modulus)
+
+
+def _secure_sum(name, value, parameter):
+  value = _builtin_reduction(name, value, 'securely sum',
+                             lambda dtype: dtype.is_integer)
+  leaves = tf.nest.flatten(value.member)
+  what = secure_sums.PARAMETER_NAMES[name]
+  if isinstance(parameter, ir.Unplaced):
+    _fail(name, f'the {what} {ir.describe_object(parameter)} is unplaced: '
+                'place it with federated_value(..., SERVER), or compute it '
+                'from the server state with federated_map.')
+  if isinstance(parameter, ir.Value) or (
+      tf.nest.flatten(parameter) and
+      all(isinstance(p, ir.Value) for p in tf.nest.flatten(parameter))):
+    parameter = _as_value(name, parameter)
+    _expect_placement(name, parameter, ft.SERVER)
+    specs = _parameter_leaves(name, what, parameter.member, value)
+    for spec in specs:
+      if not (isinstance(spec, tf.TensorSpec) and spec.shape.rank == 0 and
+              spec.dtype.is_integer):
+        _fail(name, f'the {what} must be integer scalars at SERVER, got '
+                    f'{parameter!r}.')
+    return ir.add_op(name, [value, parameter], ft.server(value.member),
+                     attrs={'per_leaf': len(specs) == len(leaves)})
+  try:
+    flat = _parameter_leaves(name, what, parameter, value)
+    flat = [secure_sums.check_parameter(name, _python_int(name, what, p),
+                                        f'the {what}') for p in flat]
+  except secure_sums.SecureSumError as e:
+    _fail(name, str(e))
+  if len(flat) == 1:
+    flat = flat * len(leaves)
+  return ir.add_op(name, [value], ft.server(value.member),
+                   attrs={'parameters': tuple(flat)})
+
+
+def _parameter_leaves(name, what, parameter, value):
+  """The parameter's leaves: one for every tensor of `value`, or one for all."""
+  flat = tf.nest.flatten(parameter)
+  if len(flat) == 1 and not tf.nest.is_nested(parameter):
+    return flat
+  try:
+    tf.nest.assert_same_structure(value.member, parameter, check_types=False)
+  except (TypeError, ValueError):
+    _fail(name, f'the {what} must be one int or a structure like the value '
+                f'{ft.describe(value.member)}, got '
+                f'{ir.describe_object(parameter)}.')
+  return flat
+
+
+def _python_int(name, what, parameter):
+  if isinstance(parameter, (int, np.integer)) and not isinstance(
+      parameter, (bool, np.bool_)):
+    return int(parameter)
+  _fail(name, f'the {what} must be an int (or an integer SERVER value), got '
+              f'{ir.describe_object(parameter)}.')
 
 
 def _constant_computation(name, value, specs=None):

@@ -4,12 +4,17 @@ prepare -> work per client -> zero/accumulate over groups of clients -> merge
 the groups' accumulators in a tree -> report -> update. The grouping and the
 merge tree are drawn from `merge_seed`, so tests can check that a form's result
 does not depend on how the aggregation tier happens to combine clients.
+A form's secure sums run the masking protocol of `canonical.secagg`, all
+parties in this process.
 """
 
 import numpy as np
 
+from canonical import secure_sums
 
-def run_round(form, state, client_data, client_states=None, merge_seed=None):
+
+def run_round(form, state, client_data, client_states=None, merge_seed=None,
+              secure_threshold=None, secure_seed=None):
   """Runs one round: `(state, metrics)`, then the new `client_states` if the
   form keeps client state, then the `client_outputs` (one per client) if its
   work returns per-client outputs: as `next` returns them.
@@ -19,7 +24,8 @@ def run_round(form, state, client_data, client_states=None, merge_seed=None):
   form keeps client state (None for a client new to the round: the form's
   `client_state_init` makes its state). With `merge_seed`, clients are split into random
   groups whose accumulators merge in a random binary tree; otherwise they fold
-  in order.
+  in order. Secure sums need `secure_threshold` surviving clients (default:
+  a majority); `secure_seed` makes their masks reproducible (tests only).
   """
   client_data = list(client_data)
   if form.has_client_state:
@@ -35,16 +41,25 @@ def run_round(form, state, client_data, client_states=None, merge_seed=None):
     raise ValueError(f'run_round: form {form.name!r} keeps no client state, '
                      'but client_states were given.')
   broadcast = form.prepare(state)
-  updates, new_client_states, client_outputs = [], [], []
+  updates, secure, new_client_states, client_outputs = [], [], [], []
   for i, data in enumerate(client_data):
     d = (data, client_states[i]) if form.has_client_state else data
     update, y = form.work(d, broadcast)
-    updates.append(update)
+    plain, secure_part = form.split_update(update)
+    updates.append(plain)
+    secure.append(secure_part)
     client_state, outputs = form.split_client_result(y)
     new_client_states.append(client_state)
     client_outputs.append(outputs)
   aggregate = form.report(_aggregate(form, updates, merge_seed))
-  new_state, metrics = form.update(state, aggregate)
+  secure_results = ()
+  if form.has_secure_sums:
+    secure_results, _ = secure_sums.masked_sum(
+        form.secure_sums, secure_sums.flat_parameters(
+            form.secure_parameters(state)), secure, form.secure_update_spec,
+        threshold=secure_threshold, seed=secure_seed)
+  new_state, metrics = form.update(
+      state, form.server_aggregate(aggregate, secure_results))
   result = (new_state, metrics)
   if form.has_client_state:
     result += (new_client_states,)

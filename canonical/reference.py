@@ -15,6 +15,7 @@ from canonical import aggregations
 from canonical import computations
 from canonical import evaluation
 from canonical import ir
+from canonical import secure_sums
 from canonical import sequences
 from canonical import types as ft
 
@@ -125,7 +126,19 @@ def _run_op(op, inputs, num_clients):
       return _each_client(inputs,
                           lambda args: evaluation.evaluate_op(op, args))
     return evaluation.evaluate_op(op, inputs)
+  if kind in secure_sums.KINDS:
+    return _secure_sum(op, inputs)
   # An aggregation: fold the clients in order, no merge.
   agg = aggregations.of(op, op.inputs[0].member)
   parts = [agg.client_part(list(args)) for args in zip(*inputs)]
   return agg.report(functools.reduce(agg.accumulate, parts, agg.zero()))
+
+
+def _secure_sum(op, inputs):
+  """The sum in the clear (what the masked protocol must give)."""
+  value = op.inputs[0].member
+  flat = secure_sums.flat_parameters(
+      [aggregations.secure_parameters(op, inputs[1:])])[0]
+  return secure_sums.plain_sum(
+      [secure_sums.SecureSum(op.kind)], [flat],
+      [(client,) for client in inputs[0]], [value], [op.describe()])[0]

@@ -15,6 +15,7 @@ import tensorflow as tf
 from google.protobuf import message
 
 from canonical import form as form_lib
+from canonical import secure_sums
 from canonical import storage
 from canonical.form import FormError
 from canonical.saving import canonical_form_pb2
@@ -25,7 +26,7 @@ from canonical.saving import op_allowlist
 from canonical.saving import structure_coding
 
 REQUIRED_PIECES = form_lib.PIECES
-OPTIONAL_PIECES = ('client_state_init',)
+OPTIONAL_PIECES = ('client_state_init', 'secure_parameters')
 
 
 def _producer_version():
@@ -47,6 +48,10 @@ def to_proto(form):
       pieces=[graph_piece.export_piece(p) for p in form.pieces.values()])
   for tensor, encoder in form.encoders.items():
     proto.encoders.add(tensor=str(tensor), encoder=str(encoder))
+  for entry in form.secure_sums:
+    proto.secure_sums.add(
+        kind=entry.kind, static_parameters=entry.static_parameters or (),
+        from_server_state=entry.static_parameters is None)
   if form.broadcast_bits is not None:
     proto.broadcast_bits = form.broadcast_bits
   if form.aggregated_bits is not None:
@@ -99,7 +104,8 @@ def from_bytes(data, where='form', allow_ops=(), allow_any_op=False):
   try:
     form = form_lib.CanonicalForm(
         name=proto.name, description=proto.description,
-        encoders={e.tensor: e.encoder for e in proto.encoders}, **pieces)
+        encoders={e.tensor: e.encoder for e in proto.encoders},
+        secure_sums=[_secure_sum(s) for s in proto.secure_sums], **pieces)
   except FormError as e:
     raise FormError(f'{where}: {e}') from None
   for what, field, bits in (
@@ -110,6 +116,12 @@ def from_bytes(data, where='form', allow_ops=(), allow_any_op=False):
       raise FormError(f'{where}: the file says {what} is {stored} bits per '
                       f'client, its pieces say {bits}.')
   return form
+
+
+def _secure_sum(proto):
+  return secure_sums.SecureSum(
+      proto.kind, None if proto.from_server_state else tuple(
+          proto.static_parameters))
 
 
 def _load_piece(proto, where, allowed, allow_any_op):

@@ -52,6 +52,9 @@ def describe(proto, where, size):
 
   lines.append(f'  C (broadcast, per client): {bits("broadcast_bits")}')
   lines.append(f'  U (aggregated, per client): {bits("aggregated_bits")}')
+  for number, entry in enumerate(proto.secure_sums):
+    lines.append(f'  secure sum {number}: '
+                 f'{form_file._secure_sum(entry).describe()}')  # pylint: disable=protected-access
   if proto.encoders:
     lines.append('  encoders:')
     lines.extend(f'    {e.tensor}: {e.encoder}' for e in proto.encoders)
