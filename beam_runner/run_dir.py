@@ -6,6 +6,8 @@
         outcome.json                 metrics, clients ok and dropped, bits, seconds
         clients.json                 the sampled clients, and which were dropped
         client_states/<client>.tensors   the state each successful client left
+        secure/                      a round's secure-sum messages (until commit)
+    client_secrets/<client>.key      each client's own secret, with secure sums
     commits/<r>.json                 the commit of round r: names its attempt,
                                      with the SHA-256 of its JSON files
     lock.json                        the lease of the driver running (run_lock.py)
@@ -41,6 +43,7 @@ OUTCOME_FILE = 'outcome.json'
 CLIENTS_FILE = 'clients.json'
 BROADCAST_FILE = 'broadcast.tensors'
 CLIENT_STATES_DIR = 'client_states'
+SECURE_DIR = 'secure'
 METRICS_FILE = 'metrics.jsonl'
 TENSORBOARD_DIR = 'tensorboard'
 _TENSORS = '.tensors'
@@ -100,6 +103,8 @@ class Attempt:
     self.outcome_path = storage.join(self.directory, OUTCOME_FILE)
     self.clients_path = storage.join(self.directory, CLIENTS_FILE)
     self.broadcast_path = storage.join(self.directory, BROADCAST_FILE)
+    # A round with secure sums: the protocol's messages (secure_round.py).
+    self.secure_directory = storage.join(self.directory, SECURE_DIR)
 
   def client_state_path(self, client_id):
     return storage.join(self.directory, CLIENT_STATES_DIR,
@@ -287,6 +292,7 @@ class RunDir:
     self._commits()[attempt.round] = attempt.id
     self._digests[attempt.round] = digests
     storage.delete([attempt.broadcast_path])
+    storage.delete_tree(attempt.secure_directory)
     self.discard_others(attempt.round)
 
   def discard_others(self, round_number):

@@ -28,6 +28,7 @@ from beam_runner import form_source
 from beam_runner import round_pipeline
 from beam_runner import run_dir
 from beam_runner import run_lock
+from beam_runner import secure_round
 from beam_runner import tensor_io
 from beam_runner import tensorboard_log
 from canonical import form as form_lib
@@ -85,7 +86,8 @@ def sample_clients(client_ids, clients_per_round, seed, round_number):
 def run(form_or_path, client_data, rounds, clients_per_round, output_dir,
         pipeline_options=None, seed=0, min_clients=1, progress=None,
         evaluate=None, on_round=None, rounds_per_pipeline=None,
-        clients_per_element=None, non_finite='drop', isolation=None):
+        clients_per_element=None, non_finite='drop', isolation=None,
+        secure_threshold=None):
   """Runs rounds 1..`rounds` of a form on Beam; returns a `RunResult`.
 
   Args:
@@ -129,6 +131,9 @@ def run(form_or_path, client_data, rounds, clients_per_round, output_dir,
       by measurement, see the module's docstring).
     clients_per_element: clients one pipeline element runs in sequence
       (default: enough elements to keep every worker busy).
+    secure_threshold: for a form with secure sums, how many of a round's
+      sampled clients must send masked inputs and unmask them (default: a
+      majority); fewer fail the round (see secure_round.py).
 
   Each committed round's outcome (metrics, clients ok and dropped with
   reasons, bits broadcast and aggregated, clients per worker, seconds per
@@ -155,12 +160,6 @@ def run(form_or_path, client_data, rounds, clients_per_round, output_dir,
         f'({ft.describe(form.client_output_spec)}), which the Beam runner '
         'does not keep yet; run it with canonical.local_runner, or return '
         'only server state, metrics and client state from next.')
-  if form.has_secure_sums:
-    raise form_lib.FormError(
-        f'Form {form.name!r} has secure sums ('
-        f'{", ".join(s.kind for s in form.secure_sums)}), which the Beam '
-        'runner does not run yet; run it with canonical.local_runner, which '
-        'runs the masking protocol.')
   data = client_data_lib.source_of(client_data)
   if progress is None:
     progress = lambda line: print(line, file=sys.stderr, flush=True)
@@ -192,7 +191,7 @@ def run(form_or_path, client_data, rounds, clients_per_round, output_dir,
         form = source.get()
       loop = _RoundLoop(engine, source, form, data, out, min_clients,
                         evaluate, progress, on_round, clients_per_element,
-                        non_finite, lock)
+                        non_finite, lock, secure_threshold)
       loop.start()
       loop.run(client_ids, clients_per_round, seed, rounds,
                _PipelineSizer(engine, rounds_per_pipeline))
@@ -234,7 +233,8 @@ class _RoundLoop:
   """The driver's side of a run: plans, pipelines, commits."""
 
   def __init__(self, engine, source, form, data, out, min_clients, evaluate,
-               progress, on_round, clients_per_element, non_finite, lock):
+               progress, on_round, clients_per_element, non_finite, lock,
+               secure_threshold=None):
     self.engine = engine
     self.source = source
     self.form = form
@@ -247,6 +247,7 @@ class _RoundLoop:
     self.clients_per_element = clients_per_element
     self.non_finite = non_finite
     self.lock = lock
+    self.secure_threshold = secure_threshold
     self.client_states = {}
     self.outcomes = []
     self.rounds = None
@@ -322,9 +323,12 @@ class _RoundLoop:
           self.out.state_path(first - 1)
       elements = self.clients_per_element and math.ceil(
           len(tasks) / self.clients_per_element)
+      secure = self.form.has_secure_sums and secure_round.SecureRound(
+          attempt, self.out.directory)
       plans.append(round_pipeline.RoundPlan(
           attempt, state_path, sampled,
-          _split(tasks, elements or self.engine.elements_for(len(tasks)))))
+          _split(tasks, elements or self.engine.elements_for(len(tasks))),
+          secure or None, self.secure_threshold))
     return plans
 
   def run_pipeline(self, plans):

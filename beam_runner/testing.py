@@ -40,7 +40,8 @@ def pipeline_options_for(running_mode, num_workers=2):
 def assert_rounds_match(process, client_data, rounds=3, clients_per_round=None,
                         seed=0, rtol=1e-5, atol=1e-6, running_mode='in_memory',
                         num_workers=2, form=None, check_local=True,
-                        output_dir=None, pipeline_options=None):
+                        output_dir=None, pipeline_options=None,
+                        clients_per_element=None):
   """Raises AssertionError at the first round and tensor where Beam differs.
 
   Args:
@@ -62,6 +63,8 @@ def assert_rounds_match(process, client_data, rounds=3, clients_per_round=None,
     check_local: also run the form in the local loop (`canonical.run_round`)
       on the same clients and states, and compare it to the reference too.
     output_dir: where the run is kept (default: a temporary directory).
+    clients_per_element: as `beam_runner.run`'s (more elements: more partial
+      aggregates to merge).
 
   Returns:
     The `RunResult` of the Beam run.
@@ -86,7 +89,8 @@ def assert_rounds_match(process, client_data, rounds=3, clients_per_round=None,
         os.path.join(temp, 'run')
     result = runner.run(form, data, rounds, clients_per_round, out,
                         pipeline_options=pipeline_options, seed=seed,
-                        progress=lambda line: None)
+                        progress=lambda line: None,
+                        clients_per_element=clients_per_element)
     _compare_runs(process, form, data, rounds, out, mode, rtol, atol,
                   check_local)
   return result

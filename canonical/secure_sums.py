@@ -115,10 +115,10 @@ def client_input(kind, parameters, value, who):
   return tf.nest.pack_sequence_as(value, leaves)
 
 
-def _as_results(names, totals, specs):
+def as_results(sums, totals, specs, names=None):
   """The uint64 sums in the specs' dtypes; an exact sum must fit them."""
   results = []
-  for name, total, spec in zip(names, totals, specs):
+  for name, total, spec in zip(_names(sums, names), totals, specs):
     leaves = []
     for (path, array), leaf_spec in zip(
         nest.flatten_with_joined_string_paths(total), tf.nest.flatten(spec)):
@@ -138,37 +138,53 @@ def _names(sums, names):
                    for number, secure_sum in enumerate(sums)]
 
 
-def prepare_round(sums, parameters, values, names=None):
-  """(every client's inputs as uint64 structures in [0, modulus), the moduli
-  like them) for one round of `sums`.
+def round_moduli(sums, parameters, num_clients, specs, names=None):
+  """The moduli of a round of `num_clients`: one structure like each
+  secure sum's value (`specs`), an int per tensor."""
+  moduli = []
+  for name, secure_sum, flat, spec in zip(_names(sums, names), sums,
+                                          parameters, specs):
+    for parameter in flat:
+      check_parameter(secure_sum.kind, parameter, name)
+    moduli.append(tf.nest.pack_sequence_as(
+        spec, [modulus(secure_sum.kind, int(p), num_clients) for p in flat]))
+  return tuple(moduli)
 
-  `parameters` holds one int per leaf for each secure sum; `values` one
+
+def client_inputs(sums, parameters, value, who, names=None):
+  """One client's secure part of U (one value per secure sum) as uint64
+  structures in [0, modulus); `SecureSumError` names `who` for a value out
+  of range."""
+  return tuple(
+      client_input(secure_sum.kind, [int(p) for p in flat], part,
+                   f'{name}, {who}')
+      for name, secure_sum, flat, part in zip(_names(sums, names), sums,
+                                              parameters, value))
+
+
+def round_config(specs, moduli, threshold, round_id):
+  """The `secagg.SecAggConfig` every party of a round derives alike."""
+  wire_specs = tuple(tf.nest.map_structure(
+      lambda s: tf.TensorSpec(s.shape, tf.uint64), spec) for spec in specs)
+  return secagg.make_config(wire_specs, moduli, threshold, round_id)
+
+
+def prepare_round(sums, parameters, values, specs, names=None):
+  """(every client's inputs, the moduli) for one round of `sums`.
+
+  `parameters` holds one int per tensor for each secure sum; `values` one
   tuple per client, with one value per secure sum. Raises `SecureSumError`
   naming the secure sum (by `names`, if given), the client and the leaf.
   """
-  names = _names(sums, names)
-  moduli = []
-  for name, secure_sum, flat in zip(names, sums, parameters):
-    for parameter in flat:
-      check_parameter(secure_sum.kind, parameter, name)
-    moduli.append([modulus(secure_sum.kind, int(p), len(values))
-                   for p in flat])
-  inputs = []
-  for client, value in enumerate(values):
-    inputs.append(tuple(
-        client_input(secure_sum.kind, [int(p) for p in flat], part,
-                     f'{name}, client {client}')
-        for name, secure_sum, flat, part in zip(names, sums, parameters,
-                                                value)))
-  structure = values[0] if values else ()
-  moduli = tuple(tf.nest.pack_sequence_as(part, m)
-                 for part, m in zip(structure, moduli))
+  moduli = round_moduli(sums, parameters, len(values), specs, names)
+  inputs = [client_inputs(sums, parameters, value, f'client {client}', names)
+            for client, value in enumerate(values)]
   return inputs, moduli
 
 
 def plain_sum(sums, parameters, values, specs, names=None):
   """The sums in the clear: the meaning `masked_sum` must reproduce."""
-  inputs, moduli = prepare_round(sums, parameters, values, names)
+  inputs, moduli = prepare_round(sums, parameters, values, specs, names)
   totals = [[np.zeros(leaf.shape, np.uint64) for leaf in tf.nest.flatten(spec)]
             for spec in specs]
   flat_moduli = [tf.nest.flatten(m) for m in moduli]
@@ -179,7 +195,7 @@ def plain_sum(sums, parameters, values, specs, names=None):
             (total[k].astype(object) + leaf.astype(object)) % m, np.uint64)
   totals = [tf.nest.pack_sequence_as(spec, total)
             for spec, total in zip(specs, totals)]
-  return _as_results(_names(sums, names), totals, specs)
+  return as_results(sums, totals, specs, names)
 
 
 def flat_parameters(parameters):
@@ -203,8 +219,8 @@ def masked_sum(sums, parameters, values, specs, threshold=None, round_id=0,
   """
   if not values:
     raise SecureSumError('a secure sum needs at least one client.')
-  inputs, moduli = prepare_round(sums, parameters, values)
+  inputs, moduli = prepare_round(sums, parameters, values, specs)
   threshold = default_threshold(len(values)) if threshold is None else threshold
   result = secagg.secure_sum_round(dict(enumerate(inputs)), moduli,
                                    threshold, round_id=round_id, seed=seed)
-  return _as_results(_names(sums, None), result.sum, specs), result
+  return as_results(sums, result.sum, specs), result

@@ -649,3 +649,24 @@ def test_dropped_clients_send_less():
   assert measured[2]['unmasking'] == secagg.StepBits(0, 5)
   # A survivor reveals one share per client that shared keys.
   assert measured[0]['unmasking'] == secagg.StepBits(5 * 257, 5)
+
+
+def test_a_stateless_worker_redraws_a_clients_sharing_state():
+  """`sharing_state` with the client's seeded source gives what `share_keys`
+  kept, without encrypting, and the redrawn state masks and unmasks alike."""
+  config = secagg.make_config(np.zeros(3, np.uint64), 2**20, 3)
+  keys = {}
+  for u in range(4):
+    keys[u], _ = secagg.advertise_keys(u, config,
+                                       secagg.SeededRandom(f'k{u}'))
+  roster = tuple(k.advertisement() for k in keys.values())
+  for u, k in keys.items():
+    kept, outgoing = secagg.share_keys(k, roster, secagg.SeededRandom(u))
+    redrawn = secagg.sharing_state(k, roster, secagg.SeededRandom(u))
+    assert redrawn == kept and len(outgoing) == 3
+    other = secagg.sharing_state(k, roster, secagg.SeededRandom(u + 10))
+    assert other.self_mask_seed != kept.self_mask_seed
+  foreign = secagg.advertise_keys(9, config, secagg.SeededRandom('x'))[1]
+  with pytest.raises(secagg.SecAggError, match='does not carry this client'):
+    secagg.sharing_state(keys[0], roster[1:] + (foreign,),
+                         secagg.SeededRandom(0))

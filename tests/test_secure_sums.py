@@ -284,15 +284,6 @@ def test_a_file_whose_secure_sums_do_not_fit_its_pieces_is_refused(
   assert isinstance(proto, canonical_form_pb2.Form)
 
 
-def test_the_beam_runner_refuses_secure_sums_at_load(mixed, tmp_path):
-  import beam_runner  # pylint: disable=g-import-not-at-top
-  _, form = mixed
-  with pytest.raises(form_lib.FormError,
-                     match='has secure sums .* does not run yet'):
-    beam_runner.run(form, [], 1, 1, tmp_path / 'run')
-  assert not (tmp_path / 'run').exists()
-
-
 # ----------------------------------------------------------------------------
 # Misuse names the user's line.
 

@@ -14,12 +14,15 @@ else about them. Each party's step is a function of its own state and messages:
 
 from canonical.secagg import aggregation
 from canonical.secagg import shamir
+from canonical.secagg import wire
 from canonical.secagg.aggregation import MaskedSum
 from canonical.secagg.client import advertise_keys
 from canonical.secagg.client import ClientKeys
 from canonical.secagg.client import masked_input
 from canonical.secagg.client import MaskingState
+from canonical.secagg.client import receive_shares
 from canonical.secagg.client import share_keys
+from canonical.secagg.client import sharing_state
 from canonical.secagg.client import SharingState
 from canonical.secagg.client import unmasking_shares
 from canonical.secagg.config import make_config
@@ -51,6 +54,6 @@ __all__ = [
     'SecureSumResult', 'SeededRandom', 'SharingState', 'StepBits',
     'SystemRandom', 'UnmaskingShares', 'advertise_keys', 'aggregation',
     'client_cost_bits', 'make_config', 'masked_input', 'masked_input_bits',
-    'measured_cost_bits', 'relay_shares', 'secure_sum_round', 'shamir',
-    'share_keys', 'unmask', 'unmasking_shares',
+    'measured_cost_bits', 'receive_shares', 'relay_shares', 'secure_sum_round', 'shamir',
+    'share_keys', 'sharing_state', 'unmask', 'unmasking_shares', 'wire',
 ]

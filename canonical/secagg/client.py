@@ -90,29 +90,22 @@ def share_keys(keys, roster, rng=None):
   """
   me, config = keys.client_id, keys.config
   rng = rng or randomness.SystemRandom()
-  by_id = roster_lib.index(roster)
-  if by_id.get(me) != keys.advertisement():
-    raise SecAggError(
-        f'client {me!r}: the roster does not carry this client\'s own public '
-        'keys')
+  by_id = _roster_with(keys, roster)
   if len(by_id) < config.threshold:
     raise RoundFailedError(messages.ADVERTISE_KEYS, len(by_id),
                            config.threshold)
   points = roster_lib.share_points(by_id)
-  xs = [points[client_id] for client_id in by_id]
-  seed = rng.random_bytes(keys_lib.SEED_BYTES)
-  seed_shares = shamir.split(int.from_bytes(seed, 'big'), xs, config.threshold,
-                             rng)
-  key_shares = shamir.split(
-      int.from_bytes(keys_lib.private_bytes(keys.mask_key), 'big'), xs,
-      config.threshold, rng)
+  seed, seed_polynomial, key_polynomial = _draw_sharing(keys, rng)
   outgoing, own_shares = [], None
-  for client_id, seed_share, key_share in zip(by_id, seed_shares, key_shares):
+  for client_id in by_id:
+    x = points[client_id]
+    seed_share = shamir.evaluate(seed_polynomial, x)
+    key_share = shamir.evaluate(key_polynomial, x)
     if client_id == me:
-      own_shares = (seed_share.y, key_share.y)
+      own_shares = (seed_share, key_share)
       continue
-    plaintext = (messages.to_field_bytes(seed_share.y)
-                 + messages.to_field_bytes(key_share.y))
+    plaintext = (messages.to_field_bytes(seed_share)
+                 + messages.to_field_bytes(key_share))
     ciphertext = keys_lib.encrypt_shares(
         config, keys.cipher_key, by_id[client_id].cipher_public_key, me,
         client_id, plaintext)
@@ -121,24 +114,54 @@ def share_keys(keys, roster, rng=None):
   return state, outgoing
 
 
-def masked_input(state, value, received):
-  """Step 3: (the client's state, its `MaskedInput` for the aggregator).
+def _roster_with(keys, roster):
+  """The roster by client id; it must carry this client's true keys."""
+  by_id = roster_lib.index(roster)
+  if by_id.get(keys.client_id) != keys.advertisement():
+    raise SecAggError(
+        f'client {keys.client_id!r}: the roster does not carry this '
+        'client\'s own public keys')
+  return by_id
 
-  Args:
-    state: the client's `SharingState`.
-    value: the client's secure input, a structure like the round's.
-    received: the `EncryptedShares` addressed to this client that the server
-      relays; their senders (and this client) are U2, the clients whose
-      pairwise masks this client adds.
+
+def _draw_sharing(keys, rng):
+  """(b_u, the polynomial sharing b_u, the one sharing the mask key), drawn
+  from `rng` in one fixed order."""
+  threshold = keys.config.threshold
+  seed = rng.random_bytes(keys_lib.SEED_BYTES)
+  seed_polynomial = shamir.random_polynomial(int.from_bytes(seed, 'big'),
+                                             threshold, rng)
+  key_polynomial = shamir.random_polynomial(
+      int.from_bytes(keys_lib.private_bytes(keys.mask_key), 'big'), threshold,
+      rng)
+  return seed, seed_polynomial, key_polynomial
+
+
+def sharing_state(keys, roster, rng):
+  """The state `share_keys(keys, roster, rng)` returned, redrawn from an
+  `rng` in the same state without encrypting anything: how a stateless
+  worker recovers a client's step 2 (its own shares cost O(t), not
+  O(n t) and n key agreements)."""
+  by_id = _roster_with(keys, roster)
+  points = roster_lib.share_points(by_id)
+  seed, seed_polynomial, key_polynomial = _draw_sharing(keys, rng)
+  x = points[keys.client_id]
+  own_shares = (shamir.evaluate(seed_polynomial, x),
+                shamir.evaluate(key_polynomial, x))
+  return SharingState(keys, by_id, points, seed, own_shares)
+
+
+def receive_shares(state, received):
+  """The client's state after step 2's relay: the shares others sent it,
+  decrypted (what step 3 masks with and step 4 reveals from).
 
   Raises:
     RoundFailedError: fewer than t clients shared keys.
-    SecAggError: an invalid input (naming the client and the leaf), or a share
-      message that is not for this client or does not decrypt.
+    SecAggError: a share message that is not for this client or does not
+      decrypt.
   """
   keys = state.keys
   me, config = keys.client_id, keys.config
-  flat = config_lib.flatten_input(config, value, me)
   held = {me: state.own_shares}
   for message in received:
     sender = message.sender
@@ -164,9 +187,31 @@ def masked_input(state, value, received):
   if len(share_senders) < config.threshold:
     raise RoundFailedError(messages.SHARE_KEYS, len(share_senders),
                            config.threshold)
+  return MaskingState(state, share_senders, held)
+
+
+def masked_input(state, value, received):
+  """Step 3: (the client's state, its `MaskedInput` for the aggregator).
+
+  Args:
+    state: the client's `SharingState`.
+    value: the client's secure input, a structure like the round's.
+    received: the `EncryptedShares` addressed to this client that the server
+      relays; their senders (and this client) are U2, the clients whose
+      pairwise masks this client adds.
+
+  Raises:
+    RoundFailedError: fewer than t clients shared keys.
+    SecAggError: an invalid input (naming the client and the leaf), or a share
+      message that is not for this client or does not decrypt.
+  """
+  keys = state.keys
+  me, config = keys.client_id, keys.config
+  flat = config_lib.flatten_input(config, value, me)
+  masking = receive_shares(state, received)
   seeds = {v: keys_lib.pair_seed(config, keys.mask_key, me,
                                  state.roster[v].mask_public_key, v)
-           for v in share_senders if v != me}
+           for v in masking.share_senders if v != me}
   values = []
   for i, (leaf, x) in enumerate(zip(config.leaves, flat)):
     y = masks.add(x, keys_lib.self_mask(config, state.self_mask_seed, me, i),
@@ -176,7 +221,7 @@ def masked_input(state, value, received):
       y = (masks.add if me < v else masks.subtract)(y, mask, leaf.modulus)
     values.append(y)
   masked = messages.MaskedInput(me, tuple(values), config.moduli)
-  return MaskingState(state, share_senders, held), masked
+  return masking, masked
 
 
 def unmasking_shares(state, contributors):

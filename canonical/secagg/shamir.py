@@ -32,20 +32,29 @@ def evaluate(coefficients, x, prime=PRIME):
   return result
 
 
+def random_polynomial(secret, threshold, rng, prime=PRIME):
+  """[secret, c_1, ..., c_{t-1}]: the polynomial `split` shares `secret` by;
+  a party that keeps `rng`'s seed can redraw it and evaluate its own share."""
+  if isinstance(threshold, bool) or not isinstance(threshold, int):
+    raise TypeError(f'threshold {threshold!r} is not an int')
+  if threshold < 1:
+    raise ValueError(f'threshold {threshold} is out of range: it must be >= 1')
+  if not 0 <= secret < prime:
+    raise ValueError('secret is not an element of the field')
+  return [secret] + [
+      randomness.random_below(rng, prime) for _ in range(threshold - 1)]
+
+
 def split(secret, xs, threshold, rng, prime=PRIME):
   """Shares of `secret` at the points `xs`; any `threshold` recover it."""
   xs = list(xs)
   _check_points(xs, prime)
-  if isinstance(threshold, bool) or not isinstance(threshold, int):
-    raise TypeError(f'threshold {threshold!r} is not an int')
-  if not 1 <= threshold <= len(xs):
+  if (isinstance(threshold, int) and not isinstance(threshold, bool)
+      and not 1 <= threshold <= len(xs)):
     raise ValueError(
         f'threshold {threshold} is out of range [1, {len(xs)}] for {len(xs)} '
         'share(s)')
-  if not 0 <= secret < prime:
-    raise ValueError('secret is not an element of the field')
-  coefficients = [secret] + [
-      randomness.random_below(rng, prime) for _ in range(threshold - 1)]
+  coefficients = random_polynomial(secret, threshold, rng, prime)
   return [Share(x, evaluate(coefficients, x, prime)) for x in xs]
 
 

@@ -1,0 +1,121 @@
+"""Secure sums on the Beam runner: the masking protocol as pipeline stages.
+
+The sums equal the reference's bit for bit, the aggregation (the CombineFn)
+never sees a client's secure input or a partial sum of inputs, clients that
+fail drop out of the protocol, and a round below the threshold fails whole.
+"""
+
+import os
+
+import numpy as np
+import pytest
+
+import beam_runner
+from beam_runner import round_pipeline
+from beam_runner import run_dir
+from beam_runner import testing
+from canonical import compiler
+from canonical import reference
+from canonical import storage
+
+from test_secure_sums import _mixed_process
+
+QUIET = lambda line: None
+
+
+def _data(n, seed=0, high=16):
+  rng = np.random.default_rng(seed)
+  return {f'c{i}': rng.integers(0, high, [3]).astype(np.int32)
+          for i in range(n)}
+
+
+@pytest.mark.parametrize('mode', [
+    'in_memory', pytest.param('multi_processing', marks=pytest.mark.slow)])
+def test_beam_equals_the_reference_bit_for_bit(mode):
+  testing.assert_rounds_match(_mixed_process(), _data(9), rounds=3,
+                              clients_per_round=5, rtol=0, atol=0,
+                              running_mode=mode, clients_per_element=2)
+
+
+class _Spy:
+  """Records every partial aggregate that reaches the CombineFn."""
+
+  def __init__(self, monkeypatch):
+    self.seen = []
+    original = round_pipeline.AggregateFn.merge_accumulators
+
+    def merge_accumulators(fn, accumulators):
+      accumulators = list(accumulators)
+      for arrays, stats in accumulators:
+        if arrays is not None:
+          self.seen.append(([np.array(a) for a in arrays],
+                            list(stats['contributors'])))
+      return original(fn, accumulators)
+
+    monkeypatch.setattr(round_pipeline.AggregateFn, 'merge_accumulators',
+                        merge_accumulators)
+
+
+def test_the_aggregation_sees_only_masked_inputs(monkeypatch, tmp_path):
+  spy = _Spy(monkeypatch)
+  data = _data(8, seed=3)
+  form = compiler.compile(_mixed_process())
+  result = beam_runner.run(form, data, 1, 8, tmp_path / 'run', seed=1,
+                           progress=QUIET, clients_per_element=1)
+  assert spy.seen
+  inputs = {c: np.asarray(v, np.uint64) for c, v in data.items()}
+  for arrays, contributors in spy.seen:
+    secure = arrays[2:]  # After the mean's (total, count): the masked sums.
+    assert len(secure) == 3 and all(a.dtype == np.uint64 for a in secure)
+    # Not any client's input, nor the sum of the inputs it holds.
+    partial = sum(inputs[c] for c in contributors)
+    for leaf in secure:
+      for value in inputs.values():
+        assert not np.array_equal(leaf, value)
+      assert not np.array_equal(leaf, partial)
+      assert not np.array_equal(leaf, partial % 7)
+  metrics = result.outcomes[0]['metrics']
+  total = np.sum(list(data.values()), axis=0)
+  assert metrics['bitwidth'] == total.tolist()
+  assert metrics['modular'] == (total % 7).tolist()
+  # The protocol's files are gone with the commit; each client's secret
+  # stays with it.
+  attempt = run_dir.RunDir(tmp_path / 'run').attempt(1)
+  assert storage.exists(attempt.state_path)
+  assert not os.path.exists(attempt.secure_directory)
+  secrets = os.listdir(tmp_path / 'run' / 'client_secrets')
+  assert sorted(secrets) == sorted(f'{c}.key' for c in data)
+
+
+def test_a_client_out_of_range_drops_out_and_the_rest_sum_exactly(tmp_path):
+  data = _data(6, seed=4)
+  data['c2'] = np.array([99, 0, 0], np.int32)  # Above 2**4 - 1.
+  form = compiler.compile(_mixed_process())
+  result = beam_runner.run(form, data, 1, 6, tmp_path / 'run', seed=1,
+                           progress=QUIET, clients_per_element=2)
+  outcome = result.outcomes[0]
+  assert outcome['clients_ok'] == 5
+  assert outcome['dropped_reasons'] == {'secure input out of range': 1}
+  assert 'c2' in outcome['dropped_clients']
+  assert 'values must be in [0, 15]' in outcome['dropped_clients']['c2']
+  others = [v for c, v in data.items() if c != 'c2']
+  process = _mixed_process()
+  expected = reference.run_round(process, process.initialize.invoke(),
+                                 others)[1]
+  for name in ('bitwidth', 'max_input', 'modular'):
+    assert outcome['metrics'][name] == np.asarray(expected[name]).tolist()
+
+
+def test_below_the_threshold_the_round_fails_and_commits_nothing(tmp_path):
+  data = _data(4, seed=5)
+  data['c0'] = np.array([0, 99, 0], np.int32)
+  form = compiler.compile(_mixed_process())
+  with pytest.raises(beam_runner.RoundError,
+                     match='secure aggregation: 3 clients sent masked inputs, '
+                           'fewer than the threshold 4'):
+    beam_runner.run(form, data, 1, 4, tmp_path / 'run', seed=1,
+                    progress=QUIET, clients_per_element=2,
+                    secure_threshold=4)
+  assert run_dir.RunDir(tmp_path / 'run').last_committed() == 0
+  metrics = (tmp_path / 'run' / 'metrics.jsonl').read_text()
+  assert not metrics.strip()
