@@ -3,6 +3,7 @@
     python -m beam_runner run --form form.pb --clients DIR --rounds N \
         --clients-per-round K --output DIR [--seed S] [--min-clients M] \
         [--rounds-per-pipeline R] [--clients-per-element E] \
+        [--secure-threshold T] \
         [Beam pipeline flags: --runner, --dask_client_address, --s3_*, ...]
     python -m beam_runner write-clients --from MODULE:FUNCTION --output DIR
 
@@ -50,6 +51,10 @@ def _parser():
   run.add_argument('--seed', type=int, default=0, help='sampling seed')
   run.add_argument('--min-clients', type=int, default=1,
                    help='fail a round if fewer clients succeed')
+  run.add_argument('--secure-threshold', type=int, default=None,
+                   help='a form with secure sums: clients that must send '
+                   'masked inputs for a round to unmask them (default: a '
+                   'majority of those sampled)')
   run.add_argument('--isolate', action='store_true',
                    help='run the form\'s pieces in a sandbox process with '
                    'the limits below (for forms you do not trust)')
@@ -110,12 +115,16 @@ def run_command(args, flags):
   options = beam_options(flags)
   storage.configure(options)
   for name in ('rounds', 'clients_per_round', 'min_clients',
-               'rounds_per_pipeline', 'clients_per_element', 'seed'):
+               'rounds_per_pipeline', 'clients_per_element', 'seed',
+               'secure_threshold'):
     value = getattr(args, name)
     least = 0 if name in ('rounds', 'seed') else 1
     if value is not None and value < least:
       raise UsageError(f'--{name.replace("_", "-")} must be {least} or '
                        'more.')
+  if (args.secure_threshold or 0) > args.clients_per_round:
+    raise UsageError(f'--secure-threshold {args.secure_threshold} is more '
+                     f'than --clients-per-round {args.clients_per_round}.')
   try:
     if not storage.exists(args.form) or (storage.is_local(args.form) and
                                          not os.path.isfile(args.form)):
@@ -130,7 +139,8 @@ def run_command(args, flags):
                                       args.client_memory_mb)
       if args.isolate else None,
       rounds_per_pipeline=args.rounds_per_pipeline,
-      clients_per_element=args.clients_per_element)
+      clients_per_element=args.clients_per_element,
+      secure_threshold=args.secure_threshold)
   print(f'{result.rounds} rounds committed in {result.output_dir}; state: '
         f'{beam_runner.RunDir(result.output_dir).state_path(result.rounds)}')
 

@@ -47,10 +47,7 @@ import tensorflow as tf
 
 from beam_runner import client_data as client_data_lib
 from beam_runner import sandbox
-from beam_runner import secure_round as secure_lib
 from beam_runner import tensor_io
-from canonical import secagg
-from canonical import secure_sums
 from canonical import storage
 
 UNREADABLE = 'unreadable data'
@@ -58,7 +55,7 @@ UNREADABLE_STATE = 'unreadable client state'
 NON_FINITE_UPDATE = 'non-finite update'
 NON_FINITE_STATE = 'non-finite client state'
 WORK_FAILED = 'work failed'
-SECURE_INPUT = secure_lib.SECURE_INPUT
+SECURE_INPUT = 'secure input out of range'
 
 # What a client's U or new state may hold (`run(..., non_finite=...)`).
 NON_FINITE_POLICIES = {
@@ -94,7 +91,7 @@ class RoundPlan:
   state_path: str            # The server state the round starts from.
   sampled: list              # Client ids.
   batches: list              # Lists of ClientTask: one pipeline element each.
-  secure: object = None      # secure_round.SecureRound, with secure sums.
+  secure: object = None      # A secure_round.SecureRound: secure sums.
   secure_threshold: int = None  # Survivors needed to unmask (None: most).
 
 
@@ -147,7 +144,7 @@ class _FormFn(_AnyOutput):
 
 def empty_stats():
   return {'ok': 0, 'bits': 0, 'seconds': 0.0, 'dropped': [], 'workers': {},
-          'contributors': []}
+          'advertisements': []}
 
 
 def merge_stats(stats, more):
@@ -155,7 +152,7 @@ def merge_stats(stats, more):
   stats['bits'] += more['bits']
   stats['seconds'] += more['seconds']
   stats['dropped'] += more['dropped']
-  stats['contributors'] += more.get('contributors', [])
+  stats['advertisements'] += more['advertisements']
   for worker, count in more['workers'].items():
     stats['workers'][worker] = stats['workers'].get(worker, 0) + count
   return stats
@@ -199,9 +196,9 @@ class WorkFn(_FormFn, beam.DoFn):
     self._attempt = attempt
     self._storage_options = storage_options
     self._non_finite = non_finite
-    # With secure sums: a secure_round.SecureRound; elements are then
-    # (batch number, tasks), and U's secure part is masked into a sum.
-    self._masker = secure and secure_lib.Masker(secure)
+    # With secure sums, a secure_round.SecureRound: it keeps U's secure part
+    # at the client, which then advertises its keys.
+    self._secure = secure
 
   def _load_broadcast(self):
     """C, read once per process and round (runners may make a new WorkFn
@@ -217,10 +214,6 @@ class WorkFn(_FormFn, beam.DoFn):
   def process(self, tasks):
     form = self.form()
     c = self._load_broadcast()  # Not one client's: fails the round.
-    batch = None
-    if self._masker is not None:
-      batch, tasks = tasks
-      masked = self._masker.zero(form)
     accumulator, stats = None, empty_stats()
     remote = getattr(self._data, 'remote', False) or not storage.is_local(
         self._attempt.directory)
@@ -232,8 +225,9 @@ class WorkFn(_FormFn, beam.DoFn):
           raise read
         update, bits = self._work(task, read, c)
         update, secure_part = form.split_update(update)
-        if self._masker is not None:
-          masked = self._mask(form, masked, batch, task, secure_part)
+        if self._secure is not None:
+          stats['advertisements'].append(
+              self._secure.keep_input(form, task.client_id, secure_part))
       except ClientDropped as e:
         stats['dropped'].append([task.client_id, e.reason, str(e)])
         continue
@@ -245,20 +239,8 @@ class WorkFn(_FormFn, beam.DoFn):
       stats['seconds'] += seconds + time.perf_counter() - start
     if stats['ok']:
       stats['workers'][worker_id()] = stats['ok']
-    arrays = None if accumulator is None else tensor_io.flatten(accumulator)
-    if arrays is not None and self._masker is not None:
-      arrays += list(masked.values)
-      stats['contributors'] = sorted(masked.contributors)
-    yield [arrays, stats]
-
-  def _mask(self, form, masked, batch, task, secure_part):
-    """The masked sum with this client's secure input; ClientDropped if its
-    input is out of range."""
-    try:
-      return self._masker.add(form, masked, batch, task.client_id,
-                              secure_part)
-    except secure_sums.SecureSumError as e:
-      raise ClientDropped(SECURE_INPUT, str(e)) from e
+    yield [None if accumulator is None else tensor_io.flatten(accumulator),
+           stats]
 
   def _inputs(self, task):
     """The client's D (with its state, for a form with client state), or
@@ -361,30 +343,13 @@ def _message(error):
 class AggregateFn(_FormFn, beam.CombineFn):
   """Merges partial aggregates (the form's merge) into one."""
 
-  def __init__(self, source, storage_options, secure=None):
+  def __init__(self, source, storage_options):
     self._source = source
     self._storage_options = storage_options
-    self._masker = secure and secure_lib.Masker(secure)
 
   def _accumulator(self, arrays):
     return tensor_io.pack(self.form().accumulator_spec, arrays,
                           what='accumulator')
-
-  def _merge(self, arrays, stats, more_arrays, more_stats):
-    """Two partials' arrays merged: the form's merge for the accumulator,
-    modular addition for masked secure inputs."""
-    form = self.form()
-    plain = len(tf.nest.flatten(form.accumulator_spec))
-    merged = tensor_io.flatten(form.merge(
-        self._accumulator(arrays[:plain]),
-        self._accumulator(more_arrays[:plain])))
-    if self._masker is not None:
-      total = self._masker.merge(
-          form, secure_lib.masked_sum(arrays[plain:], stats['contributors']),
-          secure_lib.masked_sum(more_arrays[plain:],
-                                more_stats['contributors']))
-      merged += list(total.values)
-    return merged
 
   def create_accumulator(self):
     return [None, empty_stats()]
@@ -395,10 +360,14 @@ class AggregateFn(_FormFn, beam.CombineFn):
   def merge_accumulators(self, accumulators):
     arrays, stats = None, empty_stats()
     for more_arrays, more_stats in accumulators:
-      if more_arrays is not None:
-        arrays = more_arrays if arrays is None else self._merge(
-            arrays, stats, more_arrays, more_stats)
       merge_stats(stats, more_stats)
+      if more_arrays is None:
+        continue
+      if arrays is None:
+        arrays = more_arrays
+      else:
+        arrays = tensor_io.flatten(self.form().merge(
+            self._accumulator(arrays), self._accumulator(more_arrays)))
     return [arrays, stats]
 
   def extract_output(self, accumulator):
@@ -429,7 +398,7 @@ class UpdateFn(_FormFn, beam.DoFn):
     if secure is None:
       accumulator, stats = aggregate
     else:
-      accumulator, stats = secure_lib.read_total(secure)
+      accumulator, stats = secure.read_aggregate()
     outcome = round_stats(stats, len(self._plan.sampled))
     outcome['update_started_at'] = started_at
     try:
@@ -439,15 +408,9 @@ class UpdateFn(_FormFn, beam.DoFn):
             f'fewer than min_clients={self._min_clients}')
       state = tensor_io.read_tensors(self._plan.state_path, form.state_spec,
                                      what='server state')
-      plain = len(tf.nest.flatten(form.accumulator_spec))
-      report = form.report(tensor_io.pack(
-          form.accumulator_spec, accumulator[:plain], what='accumulator'))
-      sums = ()
-      if secure is not None:
-        sums = secure_lib.Masker(secure).unmask(
-            form, secure_lib.masked_sum(accumulator[plain:],
-                                        stats['contributors']),
-            [secagg.wire.from_bytes(m) for m in aggregate])
+      report = form.report(tensor_io.pack(form.accumulator_spec, accumulator,
+                                          what='accumulator'))
+      sums = () if secure is None else secure.unmask(form, aggregate)
       new_state, metrics = form.update(state,
                                        form.server_aggregate(report, sums))
       tensor_io.write_tensors(attempt.state_path, new_state)
@@ -509,8 +472,7 @@ def prepare(form, plan, state):
     bits = tensor_io.write_tensors(plan.attempt.broadcast_path,
                                    form.prepare(state))
     if plan.secure is not None:
-      secure_lib.start(form, plan.secure, state, len(plan.sampled),
-                       plan.secure_threshold)
+      plan.secure.start(form, state, len(plan.sampled), plan.secure_threshold)
   except Exception as e:  # pylint: disable=broad-except
     write_outcome(plan.attempt, {'failed': f'prepare failed: {_message(e)}'})
     return False
@@ -546,8 +508,8 @@ def build(pipeline, engine, source, data_source, plans, min_clients,
                   plan.secure)
     update = UpdateFn(source, options, plan, next_plan, min_clients)
     if plan.secure is not None:
-      elements = _secure_round(elements, engine, name, source, options, plan,
-                               work, update)
+      elements = plan.secure.stages(elements, engine, name, source, options,
+                                    plan, work, update)
       continue
     if len(plan.batches) == 1:
       elements = elements | f'{name}WorkThenUpdate' >> beam.ParDo(
@@ -560,79 +522,6 @@ def build(pipeline, engine, source, data_source, plans, min_clients,
             AggregateFn(source, options)).without_defaults()
         | f'{name}Update' >> beam.ParDo(update))
   return elements
-
-
-def _secure_round(elements, engine, name, source, options, plan, work,
-                  update):
-  """The stages of a round with secure sums (see secure_round.py)."""
-  secure = plan.secure
-
-  def spread(pcoll, step):
-    if engine.spreads_at_reshuffle:
-      return pcoll | f'{name}{step}Spread' >> beam.Reshuffle()
-    return pcoll
-
-  def collect(pcoll, step):
-    return pcoll | f'{name}{step}' >> beam.CombineGlobally(
-        secure_lib.CollectFn()).without_defaults()
-
-  batches = elements | f'{name}Number' >> beam.ParDo(_NumberFn(plan.batches))
-  advertised = collect(spread(batches, 'Advertise') | f'{name}Advertise' >>
-                       beam.ParDo(secure_lib.AdvertiseFn(source, options,
-                                                         secure)), 'Keys')
-  rostered = advertised | f'{name}Roster' >> beam.ParDo(
-      secure_lib.RosterFn(options, secure, plan.batches))
-  shared = collect(spread(rostered, 'Share') | f'{name}ShareKeys' >>
-                   beam.ParDo(secure_lib.ShareKeysFn(source, options, secure)),
-                   'Shares')
-  relayed = shared | f'{name}Relay' >> beam.ParDo(
-      secure_lib.RelayFn(options, secure, plan.batches))
-  total = (spread(relayed, 'Work')
-           | f'{name}Work' >> beam.ParDo(work)
-           | f'{name}Aggregate' >> beam.CombineGlobally(
-               AggregateFn(source, options, secure)).without_defaults())
-  requested = total | f'{name}UnmaskRequest' >> beam.ParDo(
-      _UnmaskRequestFn(options, plan))
-  responses = collect(spread(requested, 'Unmask') | f'{name}Unmask' >>
-                      beam.ParDo(secure_lib.UnmaskFn(source, options, secure)),
-                      'Responses')
-  return responses | f'{name}Update' >> beam.ParDo(update)
-
-
-class _NumberFn(_AnyOutput, beam.DoFn):
-  """Gives each batch of the round its number (which inbox is its)."""
-
-  def __init__(self, batches):
-    self._numbers = {tuple(t.client_id for t in b): i
-                     for i, b in enumerate(batches)}
-
-  def process(self, tasks):
-    yield self._numbers[tuple(t.client_id for t in tasks)], tasks
-
-
-class _UnmaskRequestFn(_AnyOutput, beam.DoFn):
-  """Keeps the masked total for the Update and asks the contributors to
-  unmask it; a round with fewer than the threshold fails here."""
-
-  def __init__(self, storage_options, plan):
-    self._storage_options = storage_options
-    self._plan = plan
-
-  def process(self, aggregate):
-    storage.configure(self._storage_options)
-    arrays, stats = aggregate
-    secure = self._plan.secure
-    secure_lib.write_total(secure, arrays, stats)
-    threshold = json.loads(storage.read_bytes(secure.round_path))['threshold']
-    if len(stats['contributors']) < threshold:
-      outcome = round_stats(stats, len(self._plan.sampled))
-      outcome['failed'] = (
-          f'secure aggregation: {len(stats["contributors"])} clients sent '
-          f'masked inputs, fewer than the threshold {threshold} needed to '
-          'unmask them')
-      write_outcome(self._plan.attempt, outcome)
-      return
-    yield from enumerate(self._plan.batches)
 
 
 def metrics_to_json(metrics):

@@ -52,10 +52,11 @@ class RunResult:
   output_dir: str
 
 
-# Least values of run's integer arguments (None: the default, for these two).
+# Least values of run's integer arguments (None: the default, for _OPTIONAL).
 _AT_LEAST = {'rounds': 0, 'clients_per_round': 1, 'seed': 0, 'min_clients': 1,
-             'rounds_per_pipeline': 1, 'clients_per_element': 1}
-_OPTIONAL = ('rounds_per_pipeline', 'clients_per_element')
+             'rounds_per_pipeline': 1, 'clients_per_element': 1,
+             'secure_threshold': 1}
+_OPTIONAL = ('rounds_per_pipeline', 'clients_per_element', 'secure_threshold')
 
 
 def _check_arguments(non_finite, **integers):
@@ -144,7 +145,12 @@ def run(form_or_path, client_data, rounds, clients_per_round, output_dir,
                    clients_per_round=clients_per_round, seed=seed,
                    min_clients=min_clients,
                    rounds_per_pipeline=rounds_per_pipeline,
-                   clients_per_element=clients_per_element)
+                   clients_per_element=clients_per_element,
+                   secure_threshold=secure_threshold)
+  if secure_threshold is not None and secure_threshold > clients_per_round:
+    raise ValueError(f'secure_threshold {secure_threshold} is more than the '
+                     f'{clients_per_round} clients sampled per round: no '
+                     'round could unmask its secure sums.')
   options = engines.pipeline_options_of(pipeline_options)
   if storage.options_of(options):  # Else keep this process's settings.
     storage.configure(options)
@@ -160,6 +166,9 @@ def run(form_or_path, client_data, rounds, clients_per_round, output_dir,
         f'({ft.describe(form.client_output_spec)}), which the Beam runner '
         'does not keep yet; run it with canonical.local_runner, or return '
         'only server state, metrics and client state from next.')
+  if secure_threshold is not None and not form.has_secure_sums:
+    raise form_lib.FormError(f'Form {form.name!r} has no secure sums, so '
+                             'a secure_threshold means nothing for it.')
   data = client_data_lib.source_of(client_data)
   if progress is None:
     progress = lambda line: print(line, file=sys.stderr, flush=True)

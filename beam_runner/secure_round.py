@@ -1,30 +1,34 @@
 """A round with secure sums as Beam stages: the masking protocol of
 `canonical.secagg` between the clients (their batches, on any worker) and the
-server (single steps between combines).
+server (single steps after each combine).
 
-    batches -> Advertise: each client's public keys for the round
-      -> Collect -> Roster (server): writes the roster, re-emits the batches
+    batches -> Work (round_pipeline.WorkFn): each client's U; the plain part
+         into the accumulator, the secure part kept at the client (checked
+         against its range) and the client's public keys advertised
+      -> Aggregate (CombineFn): the form's merge
+      -> Roster (server): keeps the plain aggregate, publishes the roster
       -> ShareKeys: each client's Shamir shares, encrypted for each peer
-      -> Collect -> Relay (server): writes each batch's inbox, re-emits them
-      -> Work (round_pipeline.WorkFn): U's plain part into the accumulator,
-         its secure part masked and added modulo m
-      -> Aggregate (CombineFn): the form's merge, and modular addition
-      -> Unmask request (server): writes the masked total and whose inputs it
-         holds, re-emits the batches (or fails the round below threshold)
-      -> Unmask: each contributor's shares for that list
-      -> Collect -> Update (round_pipeline.UpdateFn): unmasks the sums, then
-         report and update as in any round
+      -> Collect -> Relay (server): writes each batch's inbox
+      -> Mask: each client's kept input plus its masks
+      -> MaskedSum (CombineFn): modular addition of masked inputs only
+      -> Unmask request (server): keeps the masked total (or fails the
+         round below the threshold)
+      -> Unmask: each contributor's shares -> Collect
+      -> Update (round_pipeline.UpdateFn): unmasks the sums, then report and
+         update as in any round
 
-The aggregation tier, and every worker that is not the client itself, only
-ever handles public keys, ciphertexts, masked inputs and their sums. A client
-draws its keys and masks from its own secret (one 32-byte file per client in
-the run directory, `client_secrets/`, created on first use) and the round,
-so each step can recompute its earlier draws on whatever worker runs it. In
-this simulation the run directory is where the clients' devices keep their
-secrets; no server step reads them. Server messages travel as files of the
-attempt (`secure/`), deleted when the round commits. Clients whose work
-fails after sharing keys drop out as the protocol allows: the survivors
-reveal their mask keys and the sums hold the others' inputs exactly.
+A client's work, the round's heavy part, runs where `Create` put its batch
+(every engine spreads those); the protocol's steps after it spread at a
+Reshuffle where the engine does (Dask keeps them where the combine put them).
+The aggregation tier and every worker that is not the client itself only
+ever handle public keys, ciphertexts, masked inputs and sums of them. A
+client draws its keys and masks from its own secret (one 32-byte file per
+client in the run directory, `client_secrets/`, made on first use) and the
+round's attempt, so each step recomputes its earlier draws on whatever worker
+runs it; its secure input waits, like its state, in the run directory: in
+this simulation that directory is the clients' devices' storage, and no
+server step reads a secret or an input. Server messages travel as files of
+the attempt (`secure/`), deleted when the round commits.
 """
 
 import json
@@ -36,6 +40,7 @@ import numpy as np
 import tensorflow as tf
 
 from beam_runner import client_data
+from beam_runner import round_pipeline
 from beam_runner import tensor_io
 from canonical import secagg
 from canonical import secure_sums
@@ -43,46 +48,120 @@ from canonical import storage
 
 SECRET_BYTES = 32
 SECRETS_DIR = 'client_secrets'
-SECURE_INPUT = 'secure input out of range'
 
 
 class SecureRound:
-  """Where one attempt's protocol files are (small; pickled to workers)."""
+  """One attempt's protocol: where its files are (small; pickled to
+  workers), and the steps the round pipeline hands to it."""
 
   def __init__(self, attempt, run_directory):
     self.directory = attempt.secure_directory
     self.round_path = storage.join(self.directory, 'round.json')
     self.roster_path = storage.join(self.directory, 'roster.jsonl')
+    self.aggregate_path = storage.join(self.directory, 'aggregate.tensors')
+    self.stats_path = storage.join(self.directory, 'aggregate.json')
+    self.masked_path = storage.join(self.directory, 'masked_total.tensors')
     self.contributors_path = storage.join(self.directory,
                                           'contributors.json')
-    self.total_path = storage.join(self.directory, 'masked_total.tensors')
     self.secrets_directory = storage.join(run_directory, SECRETS_DIR)
     self.round_id = f'{attempt.round}/{attempt.id}'
 
-  def inbox_path(self, batch):
-    return storage.join(self.directory, f'inbox-{batch:06d}.jsonl')
+  def inbox_path(self, client_id):
+    return storage.join(self.directory, 'inbox',
+                        client_data.file_name(client_id) + '.jsonl')
+
+  def input_path(self, client_id):
+    """Where a client keeps its secure input between its steps."""
+    return storage.join(self.directory, 'inputs',
+                        client_data.file_name(client_id) + '.tensors')
+
+  # -- The round pipeline's hooks --------------------------------------------
+
+  def start(self, form, state, num_clients, threshold=None):
+    """Writes the round's public parameters (parameters, moduli, threshold)
+    from the server state S and the number of sampled clients."""
+    parameters = secure_sums.flat_parameters(form.secure_parameters(state))
+    moduli = secure_sums.round_moduli(form.secure_sums, parameters,
+                                      num_clients, form.secure_update_spec)
+    if threshold is None:
+      threshold = secure_sums.default_threshold(num_clients)
+    storage.write_bytes(self.round_path, json.dumps({
+        'parameters': parameters, 'threshold': threshold,
+        'moduli': [tf.nest.flatten(m) for m in moduli]}).encode())
+
+  def keep_input(self, form, client_id, secure_part):
+    """At the client, after its work: checks and keeps its secure input;
+    returns its key advertisement (wire text). ClientDropped if the input
+    is out of range."""
+    the_round = round_of(form, self)
+    try:
+      value = secure_sums.client_inputs(
+          form.secure_sums, the_round.parameters, secure_part,
+          f'client {client_id!r}')
+    except secure_sums.SecureSumError as e:
+      raise round_pipeline.ClientDropped(round_pipeline.SECURE_INPUT,
+                                         str(e)) from e
+    tensor_io.write_tensors(self.input_path(client_id), value)
+    return secagg.wire.to_bytes(Client(the_round, client_id).advertisement
+                                ).decode()
+
+  def read_aggregate(self):
+    """(the plain aggregate's arrays, the round's stats) the Roster kept."""
+    stats = json.loads(storage.read_bytes(self.stats_path))
+    return tensor_io.decode(storage.read_bytes(self.aggregate_path)), stats
+
+  def unmask(self, form, responses):
+    """The secure sums, in their dtypes, from the masked total and the
+    contributors' encoded unmasking shares."""
+    the_round = round_of(form, self)
+    the_roster = roster(self)
+    contributors = json.loads(storage.read_bytes(self.contributors_path))
+    values = tensor_io.decode(storage.read_bytes(self.masked_path))
+    total = secagg.MaskedSum(tuple(np.asarray(v, np.uint64) for v in values),
+                             frozenset(contributors))
+    flat = secagg.unmask(the_round.config, the_roster,
+                         sorted(a.sender for a in the_roster), total,
+                         [secagg.wire.from_bytes(m) for m in responses])
+    return secure_sums.as_results(form.secure_sums, flat,
+                                  form.secure_update_spec)
+
+  def stages(self, elements, engine, name, source, options, plan, work,
+             update):
+    """The round's stages after its batches (see the module docstring)."""
+
+    def spread(pcoll, step):
+      if engine.spreads_at_reshuffle:
+        return pcoll | f'{name}{step}Spread' >> beam.Reshuffle()
+      return pcoll
+
+    def collect(pcoll, step):
+      return pcoll | f'{name}{step}' >> beam.CombineGlobally(
+          CollectFn()).without_defaults()
+
+    aggregate = (elements
+                 | f'{name}Work' >> beam.ParDo(work)
+                 | f'{name}Aggregate' >> beam.CombineGlobally(
+                     round_pipeline.AggregateFn(source, options)
+                 ).without_defaults())
+    rostered = aggregate | f'{name}Roster' >> beam.ParDo(
+        RosterFn(options, plan))
+    shares = collect(spread(rostered, 'Share') | f'{name}ShareKeys' >>
+                     beam.ParDo(ShareKeysFn(source, options, self)), 'Shares')
+    relayed = shares | f'{name}Relay' >> beam.ParDo(RelayFn(options, plan))
+    masked = (spread(relayed, 'Mask')
+              | f'{name}Mask' >> beam.ParDo(MaskFn(source, options, self))
+              | f'{name}MaskedSum' >> beam.CombineGlobally(
+                  MaskedSumFn(source, options, self)).without_defaults())
+    requested = masked | f'{name}UnmaskRequest' >> beam.ParDo(
+        UnmaskRequestFn(options, plan))
+    responses = collect(spread(requested, 'Unmask') | f'{name}Unmask' >>
+                        beam.ParDo(UnmaskFn(source, options, self)),
+                        'Responses')
+    return responses | f'{name}Update' >> beam.ParDo(update)
 
 
 # ---------------------------------------------------------------------------
-# The server's side: files every client step reads.
-
-
-def start(form, secure_round, state, num_clients, threshold=None):
-  """Writes the round's public parameters (parameters, moduli, threshold),
-  from the server state S and the number of sampled clients."""
-  parameters = secure_sums.flat_parameters(form.secure_parameters(state))
-  moduli = secure_sums.round_moduli(form.secure_sums, parameters, num_clients,
-                                    form.secure_update_spec)
-  if threshold is None:
-    threshold = secure_sums.default_threshold(num_clients)
-  storage.write_bytes(secure_round.round_path, json.dumps({
-      'parameters': parameters, 'threshold': threshold,
-      'moduli': [tf.nest.flatten(m) for m in moduli]}).encode())
-
-
-def _write_messages(path, messages):
-  storage.write_bytes(path, b'\n'.join(secagg.wire.to_bytes(m)
-                                       for m in messages))
+# What every party reads: the round's parameters and the roster.
 
 
 def _read_messages(path):
@@ -90,13 +169,18 @@ def _read_messages(path):
   return [secagg.wire.from_bytes(line) for line in data.split(b'\n') if line]
 
 
+def _write_messages(path, messages):
+  storage.write_bytes(path, b'\n'.join(secagg.wire.to_bytes(m)
+                                       for m in messages))
+
+
 _CACHE = {}
 _CACHE_LOCK = threading.Lock()
 
 
 def _cached(path, load):
-  """`load(path)`, once per process while the path stays the same: runners
-  may make new DoFns for every element."""
+  """`load(path)`, once per process and path: runners may make new DoFns for
+  every element."""
   with _CACHE_LOCK:
     if path not in _CACHE:
       if len(_CACHE) > 16:
@@ -111,17 +195,17 @@ class Round:
   def __init__(self, form, secure_round):
     fields = json.loads(storage.read_bytes(secure_round.round_path))
     self.parameters = fields['parameters']
+    self.threshold = fields['threshold']
     moduli = tuple(tf.nest.pack_sequence_as(spec, flat) for spec, flat in zip(
         form.secure_update_spec, fields['moduli']))
     self.config = secure_sums.round_config(
-        form.secure_update_spec, moduli, fields['threshold'],
+        form.secure_update_spec, moduli, self.threshold,
         secure_round.round_id)
     self.paths = secure_round
 
 
 def round_of(form, secure_round):
-  return _cached(secure_round.round_path,
-                 lambda _: Round(form, secure_round))
+  return _cached(secure_round.round_path, lambda _: Round(form, secure_round))
 
 
 def roster(secure_round):
@@ -129,7 +213,7 @@ def roster(secure_round):
 
 
 # ---------------------------------------------------------------------------
-# The clients' side.
+# The clients' steps.
 
 
 def _secret(secure_round, client_id):
@@ -148,8 +232,8 @@ def _secret(secure_round, client_id):
 
 
 class Client:
-  """One client's draws in one round, recomputed by each step from its
-  secret: the same keys and shares on every worker."""
+  """One client's draws in one round, redrawn by each step from its secret:
+  the same keys and shares on every worker."""
 
   def __init__(self, the_round, client_id):
     paths = the_round.paths
@@ -160,115 +244,111 @@ class Client:
     self.keys, self.advertisement = secagg.advertise_keys(
         client_id, the_round.config, self._rng.child('advertise'))
 
-  def share_keys(self, the_roster):
-    return secagg.share_keys(self.keys, the_roster, self._rng.child('share'))
+  def share_keys(self):
+    return secagg.share_keys(self.keys, roster(self.round.paths),
+                             self._rng.child('share'))
 
-  def receive(self, the_roster, inbox):
-    """(its step-2 state, redrawn without encrypting; the shares others
-    sent it)."""
-    sharing = secagg.sharing_state(self.keys, the_roster,
-                                   self._rng.child('share'))
-    return sharing, [m for m in inbox if m.recipient == self.id]
+  def sharing_state(self):
+    """Its state after step 2, redrawn without encrypting."""
+    return secagg.sharing_state(self.keys, roster(self.round.paths),
+                                self._rng.child('share'))
+
+  def inbox(self):
+    """The shares others sent it, as the server relayed them."""
+    return _read_messages(self.round.paths.inbox_path(self.id))
 
 
-class _ClientStepFn(beam.DoFn):
+class _ClientStepFn(round_pipeline._FormFn, beam.DoFn):  # pylint: disable=protected-access
   """A client step over a batch: yields the batch's messages as one list."""
 
   def __init__(self, source, storage_options, secure_round):
     self._source = source
     self._storage_options = storage_options
     self._secure_round = secure_round
-    self._form = None
 
-  def setup(self):
-    storage.configure(self._storage_options)
-    self._form = self._source.get()
-
-  def infer_output_type(self, input_type):
-    del input_type
-    return beam.typehints.Any
-
-  def process(self, element):
-    if self._form is None:
-      self.setup()
-    batch, tasks = element
-    the_round = round_of(self._form, self._secure_round)
+  def process(self, tasks):
+    the_round = round_of(self.form(), self._secure_round)
     messages = []
     for task in tasks:
-      messages.extend(self.step(the_round, batch, Client(the_round,
-                                                         task.client_id)))
+      messages.extend(self.step(Client(the_round, task.client_id)))
     yield [secagg.wire.to_bytes(m) for m in messages]
 
-  def step(self, the_round, batch, client):
+  def step(self, client):
     raise NotImplementedError
-
-
-class AdvertiseFn(_ClientStepFn):
-
-  def step(self, the_round, batch, client):
-    return [client.advertisement]
 
 
 class ShareKeysFn(_ClientStepFn):
 
-  def step(self, the_round, batch, client):
-    _, outgoing = client.share_keys(roster(self._secure_round))
-    return outgoing
+  def step(self, client):
+    return client.share_keys()[1]
 
 
 class UnmaskFn(_ClientStepFn):
   """Each contributor's shares for the contributor list."""
 
-  def step(self, the_round, batch, client):
+  def step(self, client):
     contributors = _cached(self._secure_round.contributors_path,
                            lambda p: json.loads(storage.read_bytes(p)))
-    if client.id not in contributors:
-      return []
-    sharing, mine = client.receive(
-        roster(self._secure_round),
-        _cached(self._secure_round.inbox_path(batch), _read_messages))
-    masking = secagg.receive_shares(sharing, mine)
+    masking = secagg.receive_shares(client.sharing_state(), client.inbox())
     return [secagg.unmasking_shares(masking, contributors)]
 
 
-class Masker:
-  """The Work step's part: a client's secure input, masked, into a sum."""
+class MaskFn(_ClientStepFn):
+  """Each client's kept secure input plus its masks: a partial masked sum
+  (flat uint64 arrays, and whose inputs it holds)."""
 
-  def __init__(self, secure_round):
+  def process(self, tasks):
+    form = self.form()
+    the_round = round_of(form, self._secure_round)
+    total = secagg.aggregation.zero(the_round.config)
+    spec = tuple(tf.nest.map_structure(
+        lambda s: tf.TensorSpec(s.shape, tf.uint64), s)
+                 for s in form.secure_update_spec)
+    for task in tasks:
+      value = tensor_io.read_tensors(
+          self._secure_round.input_path(task.client_id), spec,
+          what='secure input')
+      value = tf.nest.map_structure(lambda t: t.numpy(), value)
+      client = Client(the_round, task.client_id)
+      _, masked = secagg.masked_input(client.sharing_state(), value,
+                                      client.inbox())
+      total = secagg.aggregation.accumulate(the_round.config, total, masked)
+    yield [list(total.values), sorted(total.contributors)]
+
+
+class MaskedSumFn(round_pipeline._FormFn, beam.CombineFn):  # pylint: disable=protected-access
+  """The aggregation tier's part: adds masked inputs modulo m; it never
+  sees an input."""
+
+  def __init__(self, source, storage_options, secure_round):
+    self._source = source
+    self._storage_options = storage_options
     self._secure_round = secure_round
 
-  def zero(self, form):
-    return secagg.aggregation.zero(round_of(form, self._secure_round).config)
+  def create_accumulator(self):
+    return None
 
-  def add(self, form, total, batch, client_id, secure_part):
-    """`total` plus the client's masked input; `secure_sums.SecureSumError`
-    for an input out of range (the client drops out)."""
-    the_round = round_of(form, self._secure_round)
-    value = secure_sums.client_inputs(form.secure_sums, the_round.parameters,
-                                      secure_part, f'client {client_id!r}')
-    sharing, mine = Client(the_round, client_id).receive(
-        roster(self._secure_round),
-        _cached(self._secure_round.inbox_path(batch), _read_messages))
-    _, masked = secagg.masked_input(sharing, value, mine)
-    return secagg.aggregation.accumulate(the_round.config, total, masked)
+  def add_input(self, accumulator, partial):
+    return self.merge_accumulators([accumulator, partial])
 
-  def merge(self, form, a, b):
-    return secagg.aggregation.merge(
-        round_of(form, self._secure_round).config, a, b)
+  def merge_accumulators(self, accumulators):
+    config = round_of(self.form(), self._secure_round).config
+    total = None
+    for partial in accumulators:
+      if partial is None:
+        continue
+      more = secagg.MaskedSum(tuple(partial[0]), frozenset(partial[1]))
+      total = more if total is None else secagg.aggregation.merge(
+          config, total, more)
+    return None if total is None else [list(total.values),
+                                       sorted(total.contributors)]
 
-  def unmask(self, form, total, responses):
-    """The secure sums (in their dtypes) from the masked total."""
-    the_round = round_of(form, self._secure_round)
-    the_roster = roster(self._secure_round)
-    sharers = sorted(a.sender for a in the_roster)
-    flat = secagg.unmask(the_round.config, the_roster, sharers, total,
-                         responses)
-    return secure_sums.as_results(form.secure_sums, flat,
-                                  form.secure_update_spec)
+  def extract_output(self, accumulator):
+    return accumulator
 
 
 # ---------------------------------------------------------------------------
-# The server's steps between combines.
+# The server's steps after each combine.
 
 
 class CollectFn(beam.CombineFn):
@@ -288,51 +368,77 @@ class CollectFn(beam.CombineFn):
     return accumulator
 
 
-class RosterFn(beam.DoFn):
-  """Writes the roster (every advertisement); re-emits the batches."""
+class _ServerStepFn(round_pipeline._AnyOutput, beam.DoFn):  # pylint: disable=protected-access
 
-  def __init__(self, storage_options, secure_round, batches):
+  def __init__(self, storage_options, plan):
     self._storage_options = storage_options
-    self._secure_round = secure_round
-    self._batches = batches
+    self._plan = plan
+
+  def _fail(self, stats, message):
+    """Ends the round here: records why (no stage after this one runs)."""
+    outcome = round_pipeline.round_stats(stats, len(self._plan.sampled))
+    outcome['failed'] = f'secure aggregation: {message}'
+    round_pipeline.write_outcome(self._plan.attempt, outcome)
+
+  def _batches(self, clients):
+    """The round's batches, each with only `clients`."""
+    for tasks in self._plan.batches:
+      tasks = [t for t in tasks if t.client_id in clients]
+      if tasks:
+        yield tasks
+
+
+class RosterFn(_ServerStepFn):
+  """Keeps the plain aggregate; publishes the advertisements of the clients
+  whose work succeeded; sends their batches on to share keys."""
+
+  def process(self, aggregate):
+    storage.configure(self._storage_options)
+    arrays, stats = aggregate
+    secure = self._plan.secure
+    advertisements = stats.pop('advertisements')
+    storage.write_bytes(secure.aggregate_path, tensor_io.encode(arrays or []))
+    storage.write_bytes(secure.stats_path, json.dumps(stats).encode())
+    threshold = json.loads(storage.read_bytes(secure.round_path))['threshold']
+    if len(advertisements) < threshold:
+      self._fail(stats, f'{len(advertisements)} clients advertised keys, '
+                        f'fewer than the threshold {threshold}')
+      return
+    storage.write_bytes(secure.roster_path,
+                        '\n'.join(advertisements).encode())
+    clients = {secagg.wire.from_bytes(a).sender for a in advertisements}
+    yield from self._batches(clients)
+
+
+class RelayFn(_ServerStepFn):
+  """Writes each client's inbox (the shares addressed to it)."""
 
   def process(self, encoded):
     storage.configure(self._storage_options)
-    storage.write_bytes(self._secure_round.roster_path, b'\n'.join(encoded))
-    yield from enumerate(self._batches)
-
-
-class RelayFn(RosterFn):
-  """Writes each batch's inbox (the shares addressed to its clients)."""
-
-  def process(self, encoded):
-    storage.configure(self._storage_options)
+    secure = self._plan.secure
     shares = [secagg.wire.from_bytes(m) for m in encoded]
-    senders = sorted({m.sender for m in shares} | {
-        t.client_id for b in self._batches for t in b})
+    senders = sorted({m.sender for m in shares})
     inbox = secagg.relay_shares(shares, senders)
-    for batch, tasks in enumerate(self._batches):
-      _write_messages(self._secure_round.inbox_path(batch), [
-          m for t in tasks for m in inbox.get(t.client_id, ())])
-    yield from enumerate(self._batches)
+    for client, messages in inbox.items():
+      _write_messages(secure.inbox_path(client), messages)
+    yield from self._batches(set(senders))
 
 
-def write_total(secure_round, arrays, stats):
-  """The Aggregate's result, for the Update after the unmasking step."""
-  storage.write_bytes(secure_round.contributors_path,
-                      json.dumps(stats['contributors']).encode())
-  storage.write_bytes(secure_round.total_path, tensor_io.encode(arrays or []))
-  storage.write_bytes(secure_round.total_path + '.json',
-                      json.dumps(stats).encode())
+class UnmaskRequestFn(_ServerStepFn):
+  """Keeps the masked total for the Update and asks the contributors to
+  unmask it."""
 
-
-def read_total(secure_round):
-  """(arrays or None, stats) as `write_total` wrote them."""
-  arrays = tensor_io.decode(storage.read_bytes(secure_round.total_path))
-  stats = json.loads(storage.read_bytes(secure_round.total_path + '.json'))
-  return arrays or None, stats
-
-
-def masked_sum(values, contributors):
-  return secagg.MaskedSum(tuple(np.asarray(v, np.uint64) for v in values),
-                          frozenset(contributors))
+  def process(self, total):
+    storage.configure(self._storage_options)
+    values, contributors = total
+    secure = self._plan.secure
+    storage.write_bytes(secure.masked_path, tensor_io.encode(values))
+    storage.write_bytes(secure.contributors_path,
+                        json.dumps(contributors).encode())
+    threshold = json.loads(storage.read_bytes(secure.round_path))['threshold']
+    if len(contributors) < threshold:
+      stats = json.loads(storage.read_bytes(secure.stats_path))
+      self._fail(stats, f'{len(contributors)} clients sent masked inputs, '
+                        f'fewer than the threshold {threshold}')
+      return
+    yield from self._batches(set(contributors))

@@ -31,6 +31,7 @@ from example_processes import client_state_process
 from example_processes import random_floats
 from example_processes import sum_process
 from s3_server import free_port
+from test_secure_sums import _mixed_process
 
 pytestmark = pytest.mark.slow
 
@@ -119,6 +120,20 @@ def test_integer_sums_on_dask_are_bit_exact(dask_address):
   testing.assert_rounds_match(sum_process(), data, rounds=3,
                               clients_per_round=4, rtol=0, atol=0,
                               pipeline_options=_on(dask_address))
+
+
+def test_secure_sums_on_dask_are_bit_exact(dask_address):
+  """The masking protocol's stages on Dask workers: every step of every
+  client on some worker, the sums exact."""
+  rng = np.random.default_rng(1)
+  data = {f'c{i}': rng.integers(0, 16, [3]).astype(np.int32)
+          for i in range(9)}
+  result = testing.assert_rounds_match(
+      _mixed_process(), data, rounds=2, clients_per_round=6, rtol=0, atol=0,
+      pipeline_options=_on(dask_address), clients_per_element=2)
+  for outcome in result.outcomes:
+    assert outcome['clients_ok'] == 6
+    assert len(outcome['clients_per_worker']) == 2
 
 
 def test_client_state_comes_back_with_the_client_on_dask(dask_address):

@@ -13,8 +13,10 @@ import pytest
 import beam_runner
 from beam_runner import round_pipeline
 from beam_runner import run_dir
+from beam_runner import secure_round
 from beam_runner import testing
 from canonical import compiler
+from canonical import form as form_lib
 from canonical import reference
 from canonical import storage
 
@@ -38,22 +40,23 @@ def test_beam_equals_the_reference_bit_for_bit(mode):
 
 
 class _Spy:
-  """Records every partial aggregate that reaches the CombineFn."""
+  """Records every partial that reaches the two CombineFns."""
 
   def __init__(self, monkeypatch):
-    self.seen = []
-    original = round_pipeline.AggregateFn.merge_accumulators
+    self.plain, self.masked = [], []
+    for fn, seen in ((round_pipeline.AggregateFn, self.plain),
+                     (secure_round.MaskedSumFn, self.masked)):
+      monkeypatch.setattr(fn, 'merge_accumulators',
+                          self._recording(fn.merge_accumulators, seen))
 
+  @staticmethod
+  def _recording(original, seen):
     def merge_accumulators(fn, accumulators):
       accumulators = list(accumulators)
-      for arrays, stats in accumulators:
-        if arrays is not None:
-          self.seen.append(([np.array(a) for a in arrays],
-                            list(stats['contributors'])))
+      seen.extend(a for a in accumulators if a is not None and
+                  a[0] is not None)
       return original(fn, accumulators)
-
-    monkeypatch.setattr(round_pipeline.AggregateFn, 'merge_accumulators',
-                        merge_accumulators)
+    return merge_accumulators
 
 
 def test_the_aggregation_sees_only_masked_inputs(monkeypatch, tmp_path):
@@ -62,14 +65,15 @@ def test_the_aggregation_sees_only_masked_inputs(monkeypatch, tmp_path):
   form = compiler.compile(_mixed_process())
   result = beam_runner.run(form, data, 1, 8, tmp_path / 'run', seed=1,
                            progress=QUIET, clients_per_element=1)
-  assert spy.seen
+  # The plain tier folds the mean's (total, count) only.
+  assert spy.plain and all(len(arrays) == 2 for arrays, _ in spy.plain)
+  assert spy.masked
   inputs = {c: np.asarray(v, np.uint64) for c, v in data.items()}
-  for arrays, contributors in spy.seen:
-    secure = arrays[2:]  # After the mean's (total, count): the masked sums.
-    assert len(secure) == 3 and all(a.dtype == np.uint64 for a in secure)
+  for values, contributors in spy.masked:
+    assert len(values) == 3 and all(v.dtype == np.uint64 for v in values)
     # Not any client's input, nor the sum of the inputs it holds.
     partial = sum(inputs[c] for c in contributors)
-    for leaf in secure:
+    for leaf in values:
       for value in inputs.values():
         assert not np.array_equal(leaf, value)
       assert not np.array_equal(leaf, partial)
@@ -78,8 +82,8 @@ def test_the_aggregation_sees_only_masked_inputs(monkeypatch, tmp_path):
   total = np.sum(list(data.values()), axis=0)
   assert metrics['bitwidth'] == total.tolist()
   assert metrics['modular'] == (total % 7).tolist()
-  # The protocol's files are gone with the commit; each client's secret
-  # stays with it.
+  # The protocol's files (the kept inputs too) are gone with the commit;
+  # each client's secret stays with it.
   attempt = run_dir.RunDir(tmp_path / 'run').attempt(1)
   assert storage.exists(attempt.state_path)
   assert not os.path.exists(attempt.secure_directory)
@@ -111,7 +115,7 @@ def test_below_the_threshold_the_round_fails_and_commits_nothing(tmp_path):
   data['c0'] = np.array([0, 99, 0], np.int32)
   form = compiler.compile(_mixed_process())
   with pytest.raises(beam_runner.RoundError,
-                     match='secure aggregation: 3 clients sent masked inputs, '
+                     match='secure aggregation: 3 clients advertised keys, '
                            'fewer than the threshold 4'):
     beam_runner.run(form, data, 1, 4, tmp_path / 'run', seed=1,
                     progress=QUIET, clients_per_element=2,
@@ -119,3 +123,28 @@ def test_below_the_threshold_the_round_fails_and_commits_nothing(tmp_path):
   assert run_dir.RunDir(tmp_path / 'run').last_committed() == 0
   metrics = (tmp_path / 'run' / 'metrics.jsonl').read_text()
   assert not metrics.strip()
+
+
+def test_a_threshold_that_cannot_be_met_or_means_nothing_is_refused(tmp_path):
+  form = compiler.compile(_mixed_process())
+  with pytest.raises(ValueError, match='secure_threshold 5 is more than the '
+                                       '4 clients sampled per round'):
+    beam_runner.run(form, _data(4), 1, 4, tmp_path / 'a', secure_threshold=5)
+  with pytest.raises(ValueError, match='secure_threshold must be an integer '
+                                       'of at least 1'):
+    beam_runner.run(form, _data(4), 1, 4, tmp_path / 'b', secure_threshold=0)
+  plain = compiler.compile(_plain_process())
+  with pytest.raises(form_lib.FormError, match='has no secure sums'):
+    beam_runner.run(plain, _data(4), 1, 4, tmp_path / 'c', secure_threshold=2)
+  assert not list(tmp_path.glob('*/rounds'))  # Nothing written.
+
+
+def _plain_process():
+  import canonical as cf  # pylint: disable=g-import-not-at-top
+  from test_secure_sums import I3, STATE, _init  # pylint: disable=g-import-not-at-top
+
+  @cf.federated_computation(cf.server(STATE), cf.clients(I3))
+  def next_fn(state, data):
+    return state, cf.federated_sum(data)
+
+  return cf.IterativeProcess(_init, next_fn)
