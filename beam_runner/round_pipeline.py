@@ -224,10 +224,12 @@ class WorkFn(_FormFn, beam.DoFn):
         if isinstance(read, ClientDropped):
           raise read
         update, bits = self._work(task, read, c)
-        update, secure_part = form.split_update(update)
-        if self._secure is not None:
+        if self._secure is not None:  # Its secure part goes masked.
+          update, secure_part = form.split_update(update)
           stats['advertisements'].append(
               self._secure.keep_input(form, task.client_id, secure_part))
+          bits = tensor_io.bits(tensor_io.flatten(update)) + \
+              self._secure.masked_bits(form)
       except ClientDropped as e:
         stats['dropped'].append([task.client_id, e.reason, str(e)])
         continue

@@ -105,6 +105,11 @@ class SecureRound:
     return secagg.wire.to_bytes(Client(the_round, client_id).advertisement
                                 ).decode()
 
+  def masked_bits(self, form):
+    """Bits of one client's masked input: each value at its modulus's
+    width (a secure part is counted like any other U, as it travels)."""
+    return secagg.masked_input_bits(round_of(form, self).config)
+
   def read_aggregate(self):
     """(the plain aggregate's arrays, the round's stats) the Roster kept."""
     stats = json.loads(storage.read_bytes(self.stats_path))

@@ -57,6 +57,10 @@ SETTINGS = (
     Setting('top_k_ef', 'down 3-bit nearest uniform; up top-1.25% with error '
             'feedback in client state', 'uniform_nearest:3', 'top_k:0.0125',
             threshold=1000, error_feedback=True),
+    Setting('secure_8bit', 'down 3-bit nearest uniform; up through secure '
+            'aggregation: 8-bit Hadamard-rotated levels, masked (8 + '
+            'log2(clients) bits), unweighted mean', 'uniform_nearest:3',
+            'secure:8', threshold=1000),
 )
 BY_NAME = {s.name: s for s in SETTINGS}
 

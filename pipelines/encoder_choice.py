@@ -32,6 +32,9 @@ _CHOICES = {
         fraction=float(arg))),
     'random_k': ('fraction', 0.1, lambda arg, seed: te.encoders.random_k(
         float(arg), seed=seed)),
+    # Not a tensor encoder: the whole update through secure aggregation as
+    # rotated BITS-bit integers (canonical.fedavg.build_secure_mean_process).
+    'secure': ('bits', 8, None),
 }
 
 DEFAULT_THRESHOLD = 10000
@@ -78,6 +81,12 @@ def is_identity(text):
   return parse(text)[0] == 'none'
 
 
+def secure_bits(text):
+  """The bits of a 'secure[:BITS]' choice, or None for a tensor encoder."""
+  name, arg = parse(text)
+  return int(arg) if name == 'secure' else None
+
+
 def encoder_fn(text, kind, threshold=DEFAULT_THRESHOLD, seed=0):
   """`encoder_fn(spec)` for the fedavg builders.
 
@@ -87,6 +96,9 @@ def encoder_fn(text, kind, threshold=DEFAULT_THRESHOLD, seed=0):
   """
   name, arg = parse(text)
   build = _CHOICES[name][2]
+  if build is None:
+    raise EncoderChoiceError(f'{text!r} is not a tensor encoder: it replaces '
+                             'the whole aggregation (see secure_bits).')
   wrap = {'broadcast': te.encoders.as_simple_encoder,
           'aggregation': te.encoders.as_gather_encoder}[kind]
 

@@ -127,6 +127,14 @@ class Config:
         self.aggregation_encoder):
       raise ConfigError('--error-feedback needs a lossy --aggregation-encoder '
                         '(with none there is no error to feed back).')
+    if encoder_choice.secure_bits(self.broadcast_encoder) is not None:
+      raise ConfigError('--broadcast-encoder secure: secure aggregation hides '
+                        'what clients send; use it as --aggregation-encoder.')
+    if self.error_feedback and encoder_choice.secure_bits(
+        self.aggregation_encoder) is not None:
+      raise ConfigError('--error-feedback does not combine with '
+                        '--aggregation-encoder secure (its levels are '
+                        'unbiased; nothing is dropped to feed back).')
 
   def run_description(self):
     """What must match for a rerun in the same output directory to resume."""
@@ -179,7 +187,11 @@ def build_process(config, model):
     broadcast_process = fedavg.build_encoded_broadcast_process_from_model(
         model, encoder_choice.encoder_fn(config.broadcast_encoder, 'broadcast',
                                          config.threshold, config.seed))
-  if not encoder_choice.is_identity(config.aggregation_encoder):
+  secure_bits = encoder_choice.secure_bits(config.aggregation_encoder)
+  if secure_bits is not None:
+    aggregation_process = fedavg.build_secure_mean_process_from_model(
+        model, bits=secure_bits, seed=config.seed)
+  elif not encoder_choice.is_identity(config.aggregation_encoder):
     aggregation_process = fedavg.build_encoded_mean_process_from_model(
         model, encoder_choice.encoder_fn(config.aggregation_encoder,
                                          'aggregation', config.threshold,

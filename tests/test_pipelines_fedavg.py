@@ -171,6 +171,9 @@ def test_a_refused_run_leaves_nothing_that_refuses_its_corrected_rerun(
     ({'rounds': 0}, '--rounds must be at least 1'),
     ({'model': 'resnet'}, "Unknown --model 'resnet'"),
     ({'client_lr': -1.0}, 'must be positive'),
+    ({'broadcast_encoder': 'secure:8'}, 'use it as --aggregation-encoder'),
+    ({'aggregation_encoder': 'secure:8', 'error_feedback': True},
+     'does not combine with --aggregation-encoder secure'),
 ])
 def test_bad_flags_are_refused_before_any_work(tmp_path, fields, message):
   with pytest.raises(fedavg.ConfigError, match=message):
@@ -377,3 +380,25 @@ def test_the_target_needs_all_three(up, down, change, meets):
   row = {'uplink_ratio': up, 'downlink_ratio': down,
          'accuracy_change_points': change}
   assert compression_study.meets_target(row) is meets
+
+
+@pytest.mark.slow
+def test_secure_aggregation_learns_and_counts_masked_bits(tmp_path):
+  """--aggregation-encoder secure:8: the update goes through secure sums as
+  8-bit levels, counted at their masked width (8 + ceil(log2 5) bits)."""
+  result = fedavg.run_experiment(
+      _config(tmp_path, rounds=4, aggregation_encoder='secure:8'),
+      print_fn=lambda line: None)
+  curve, form = result.curve, result.form
+  assert [s.kind for s in form.secure_sums] == [
+      'federated_secure_sum_bitwidth', 'federated_secure_sum',
+      'federated_secure_sum']
+  accuracies = [p['test_accuracy'] for p in curve]
+  assert accuracies[-1] > 0.3 and accuracies[-1] > accuracies[0]
+  trainable = sum(s.shape.num_elements()
+                  for s in tf.nest.flatten(form.secure_update_spec[0]))
+  # Per client: every level at 8 + 3 bits, two counters at their moduli
+  # (6: clients + 1 -> 3 bits; 5 * trainable + 1), and the float metrics.
+  plain_bits = form.aggregated_bits - 32 * (trainable + 2)
+  masked = trainable * 11 + 3 + (5 * trainable).bit_length()
+  assert curve[0]['round_aggregated_bits'] == 5 * (plain_bits + masked)

@@ -15,11 +15,14 @@ from canonical.fedavg.mean import build_encoded_mean_process
 from canonical.fedavg.mean import build_encoded_mean_process_from_model
 from canonical.fedavg.mean import build_weighted_mean_process
 from canonical.fedavg.measured_process import MeasuredProcess
+from canonical.fedavg.secure_mean import build_secure_mean_process
+from canonical.fedavg.secure_mean import build_secure_mean_process_from_model
 
 __all__ = [
     'MeasuredProcess', 'ServerState', 'build_broadcast_process',
     'build_encoded_broadcast_process',
     'build_encoded_broadcast_process_from_model', 'build_encoded_mean_process',
     'build_encoded_mean_process_from_model',
-    'build_federated_averaging_process', 'build_weighted_mean_process',
+    'build_federated_averaging_process', 'build_secure_mean_process',
+    'build_secure_mean_process_from_model', 'build_weighted_mean_process',
 ]

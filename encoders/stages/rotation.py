@@ -136,7 +136,10 @@ class _BlockRotation:
     return self._signed(self._hadamard(values), signs)
 
 
-def _rotate(flat, seed, max_block_size):
+def rotate(flat, seed, max_block_size):
+  """A flat tensor of any size times a random orthogonal matrix: Hadamard
+  blocks of at most `max_block_size` with signs drawn from `seed` ([2]
+  int64); the last block overlaps a window, so nothing is padded."""
   layout = _Layout(shapes.static_or_dynamic_size(flat), max_block_size)
   rotation = _BlockRotation(layout, seed, flat.dtype)
   signs = rotation.block_signs
@@ -155,7 +158,8 @@ def _rotate(flat, seed, max_block_size):
              lambda: rotation.forward(flat, signs))
 
 
-def _unrotate(flat, seed, max_block_size):
+def unrotate(flat, seed, max_block_size):
+  """The inverse of `rotate` with the same seed and block size."""
   layout = _Layout(shapes.static_or_dynamic_size(flat), max_block_size)
   rotation = _BlockRotation(layout, seed, flat.dtype)
   signs = rotation.block_signs
@@ -326,7 +330,7 @@ class UnpaddedHadamardEncodingStage(
   def encode(self, x, encode_params):
     compute_dtype = _compute_dtype(x)
     flat = tf.cast(tf.reshape(x, [-1]), compute_dtype)
-    rotated = _rotate(flat, encode_params[self.SEED_PARAMS_KEY],
+    rotated = rotate(flat, encode_params[self.SEED_PARAMS_KEY],
                       self._max_block_size)
     return {self.ENCODED_VALUES_KEY: tf.cast(rotated, x.dtype)}, {}
 
@@ -340,6 +344,6 @@ class UnpaddedHadamardEncodingStage(
     if values.shape.rank != 1:
       raise ValueError('UnpaddedHadamardEncodingStage: encoded values must be rank 1, '
                        f'got shape {values.shape}.')
-    flat = _unrotate(tf.cast(values, compute_dtype),
+    flat = unrotate(tf.cast(values, compute_dtype),
                      decode_params[self.SEED_PARAMS_KEY], self._max_block_size)
     return tf.reshape(tf.cast(flat, values.dtype), shape)

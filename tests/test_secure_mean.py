@@ -1,0 +1,108 @@
+"""The compressed secure mean: integers through secure sums, decoded once.
+
+`fedavg.build_secure_mean_process` rotates, clips and stochastically rounds
+each client's update to `bits`-bit levels that add exactly under the masks;
+the server's decoded mean is within a level of the true mean, counts each
+client once, and its range adapts to what the clip cuts.
+"""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import canonical as cf
+from beam_runner import testing
+from canonical import fedavg
+from canonical import local_runner
+
+SPEC = {'kernel': tf.TensorSpec([40, 10], tf.float32),
+        'bias': tf.TensorSpec([10], tf.float32)}
+W = tf.TensorSpec([], tf.float32)
+
+
+def _process(**kwargs):
+  mean = fedavg.build_secure_mean_process(SPEC, **kwargs)
+
+  @cf.federated_computation(cf.server(mean.state_spec),
+                            cf.clients((SPEC, W)))
+  def next_fn(state, data):
+    return mean.next(state, data[0], data[1])
+
+  return cf.IterativeProcess(mean.initialize, next_fn)
+
+
+def _clients(n, scale, seed=0):
+  rng = np.random.default_rng(seed)
+  return [({'kernel': rng.normal(0, scale, [40, 10]).astype(np.float32),
+            'bias': rng.normal(0, scale, [10]).astype(np.float32)},
+           np.float32(rng.integers(1, 50))) for _ in range(n)]
+
+
+def _true_mean(clients):
+  counted = [v for v, w in clients if w > 0]
+  return {k: np.mean([v[k] for v in counted], axis=0) for k in SPEC}
+
+
+@pytest.mark.parametrize('rotate', [True, False])
+def test_the_mean_is_within_a_level_of_the_unweighted_mean(rotate):
+  process = _process(bits=8, clip=0.05, rotate=rotate)
+  form = cf.compile(process)
+  clients = _clients(9, 0.01)
+  state = form.initialize()
+  step = 2 * 0.05 / 255
+  new_state, mean = local_runner.run_round(form, state, clients)
+  true = _true_mean(clients)
+  for key in SPEC:
+    error = np.abs(np.asarray(mean[key]) - true[key]).max()
+    assert error < step, (key, error)
+    # The weights (1..49) are not used: the weighted mean is elsewhere.
+    weighted = np.average([v[key] for v, _ in clients], axis=0,
+                          weights=[w for _, w in clients])
+    assert np.abs(weighted - true[key]).max() > error
+  assert int(new_state[0]) == 1
+
+
+def test_a_client_of_weight_zero_is_not_counted():
+  form = cf.compile(_process(bits=8, clip=0.05))
+  clients = _clients(6, 0.01)
+  clients[2] = ({k: np.full(s.shape, 0.04, np.float32)
+                 for k, s in SPEC.items()}, np.float32(0))
+  _, mean = local_runner.run_round(form, form.initialize(), clients)
+  true = _true_mean(clients)
+  assert np.abs(np.asarray(mean['kernel']) - true['kernel']).max() < 0.1 / 255
+
+
+def test_the_range_follows_the_clipped_fraction():
+  form = cf.compile(_process(bits=8, clip=0.05, clipped_target=0.01))
+  state = form.initialize()
+  for _ in range(2):  # Values far inside the range: it narrows.
+    state, _ = local_runner.run_round(form, state, _clients(4, 0.001))
+  assert float(state[1]) < 0.05
+  narrowed = float(state[1])
+  state, _ = local_runner.run_round(form, state, _clients(4, 1.0))
+  assert float(state[1]) > 2 * narrowed  # Most coordinates cut: it widens.
+
+
+def test_compiled_runs_equal_the_reference_on_beam_too():
+  process = _process(bits=6, clip=0.02)
+  data = {f'c{i}': client for i, client in enumerate(_clients(6, 0.01))}
+  testing.assert_rounds_match(process, data, rounds=2, clients_per_round=4,
+                              rtol=0, atol=0, clients_per_element=2)
+
+
+@pytest.mark.parametrize('kwargs, message', [
+    ({'bits': 0}, 'bits must be an int in \\[1, 16\\]'),
+    ({'bits': 17}, 'bits must be an int in \\[1, 16\\]'),
+    ({'clip': 0.0}, 'clip must be a positive number'),
+    ({'clip': float('inf')}, 'clip must be a positive number'),
+    ({'clipped_target': 1.0}, 'clipped_target must be in \\(0, 1\\)'),
+])
+def test_bad_arguments_are_refused(kwargs, message):
+  with pytest.raises(ValueError, match=message):
+    fedavg.build_secure_mean_process(SPEC, **kwargs)
+
+
+def test_the_process_describes_its_tensors():
+  process = fedavg.build_secure_mean_process(SPEC, bits=4)
+  assert process.encoded_bits == 4 * (400 + 10)
+  assert 'Hadamard-rotated, 4-bit' in repr(process.encoders[0])
