@@ -15,18 +15,14 @@ import canonical as cf
 from canonical import ir
 from canonical import types as ft
 
+import marked_lines
+
 F = tf.TensorSpec([], tf.float32)
 I = tf.TensorSpec([], tf.int32)
 F2 = tf.TensorSpec([2], tf.float32)
 
 
-def _where(name):
-  """`file:line` of the line marked `# line:<name>` in this file."""
-  with open(__file__) as f:
-    for number, text in enumerate(f, 1):
-      if text.rstrip().endswith(f'# line:{name}'):
-        return f'{os.path.basename(__file__)}:{number}'
-  raise AssertionError(f'no line marked {name}')
+_where = marked_lines.finder(__file__)
 
 
 @cf.tf_computation(F)

@@ -16,7 +16,9 @@ import canonical as cf
 from canonical import form as form_lib
 from canonical import reference
 
+import marked_lines
 from tensor_asserts import assert_same
+
 
 F = tf.TensorSpec([], tf.float32)
 I = tf.TensorSpec([], tf.int32)
@@ -24,12 +26,7 @@ F2 = tf.TensorSpec([2], tf.float32)
 SEEDS = (None, 0, 5)
 
 
-def _where(name):
-  with open(__file__) as f:
-    for number, text in enumerate(f, 1):
-      if text.rstrip().endswith(f'# line:{name}'):
-        return f'{os.path.basename(__file__)}:{number}'
-  raise AssertionError(f'no line marked {name}')
+_where = marked_lines.finder(__file__)
 
 
 _zero_state = cf.tf_computation(lambda: tf.constant(0.0))

@@ -4,7 +4,6 @@ Errors name the offending operation and the user's line: each offending call
 below carries a `# line:<name>` marker, and `_where(name)` is its `file:line`.
 """
 
-import os
 
 import numpy as np
 import pytest
@@ -15,18 +14,14 @@ from canonical import compiler
 from canonical import computations
 from canonical import form as form_lib
 
+import marked_lines
+
 F = tf.TensorSpec([], tf.float32)
 I = tf.TensorSpec([], tf.int32)
 F2 = tf.TensorSpec([2], tf.float32)
 
 
-def _where(name):
-  """`file:line` of the line marked `# line:<name>` in this file."""
-  with open(__file__) as f:
-    for number, text in enumerate(f, 1):
-      if text.rstrip().endswith(f'# line:{name}'):
-        return f'{os.path.basename(__file__)}:{number}'
-  raise AssertionError(f'no line marked {name}')
+_where = marked_lines.finder(__file__)
 
 
 @cf.tf_computation(F)

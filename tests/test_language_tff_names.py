@@ -16,7 +16,9 @@ import canonical as cf
 from canonical import reference
 from canonical import types as ft
 
+import marked_lines
 from tensor_asserts import assert_same
+
 
 F = tf.TensorSpec([], tf.float32)
 I = tf.TensorSpec([], tf.int32)
@@ -25,13 +27,7 @@ D64 = tf.TensorSpec([2], tf.float64)
 SEEDS = (None, 0, 3)
 
 
-def _where(name):
-  """`file:line` of the line marked `# line:<name>` in this file."""
-  with open(__file__) as f:
-    for number, text in enumerate(f, 1):
-      if text.rstrip().endswith(f'# line:{name}'):
-        return f'{os.path.basename(__file__)}:{number}'
-  raise AssertionError(f'no line marked {name}')
+_where = marked_lines.finder(__file__)
 
 
 def _error(fn):

@@ -6,7 +6,6 @@ with the masking protocol and must agree with the reference executor, which
 adds them in the clear.
 """
 
-import os
 
 import numpy as np
 import pytest
@@ -25,19 +24,16 @@ from canonical.saving import canonical_form_pb2
 from canonical.saving import envelope
 from canonical.saving import inspection
 
+import marked_lines
 from tensor_asserts import assert_same
+
 
 I3 = tf.TensorSpec([3], tf.int32)
 F = tf.TensorSpec([], tf.float32)
 STATE = {'w': F, 'bits': tf.TensorSpec([], tf.int32)}
 
 
-def _where(name):
-  with open(__file__) as f:
-    for number, text in enumerate(f, 1):
-      if text.rstrip().endswith(f'# line:{name}'):
-        return f'{os.path.basename(__file__)}:{number}'
-  raise AssertionError(f'no line marked {name}')
+_where = marked_lines.finder(__file__)
 
 
 _init = cf.tf_computation(lambda: {'w': tf.constant(0.0),
