@@ -51,6 +51,10 @@ def _parser():
   run.add_argument('--seed', type=int, default=0, help='sampling seed')
   run.add_argument('--min-clients', type=int, default=1,
                    help='fail a round if fewer clients succeed')
+  run.add_argument('--sampling', default='fixed', choices=('fixed', 'poisson'),
+                   help='fixed: exactly --clients-per-round clients a round; '
+                   'poisson: each client with probability clients-per-round '
+                   '/ clients (what DP accounting assumes)')
   run.add_argument('--secure-threshold', type=int, default=None,
                    help='a form with secure sums: clients that must send '
                    'masked inputs for a round to unmask them (default: a '
@@ -140,7 +144,7 @@ def run_command(args, flags):
       if args.isolate else None,
       rounds_per_pipeline=args.rounds_per_pipeline,
       clients_per_element=args.clients_per_element,
-      secure_threshold=args.secure_threshold)
+      secure_threshold=args.secure_threshold, sampling=args.sampling)
   print(f'{result.rounds} rounds committed in {result.output_dir}; state: '
         f'{beam_runner.RunDir(result.output_dir).state_path(result.rounds)}')
 

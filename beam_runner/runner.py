@@ -74,11 +74,23 @@ def _check_arguments(non_finite, **integers):
                      f'{non_finite!r}.')
 
 
-def sample_clients(client_ids, clients_per_round, seed, round_number):
+SAMPLINGS = {
+    'fixed': 'exactly clients_per_round clients, without replacement',
+    'poisson': 'each client independently with probability clients_per_round '
+               '/ clients (what DP-FedAvg\'s privacy accounting assumes)',
+}
+
+
+def sample_clients(client_ids, clients_per_round, seed, round_number,
+                   sampling='fixed'):
   """The ids sampled in a round: a pure function of ids, seed and round."""
   import numpy as np  # pylint: disable=g-import-not-at-top
   client_ids = sorted(client_ids)
   rng = np.random.default_rng([seed, round_number])
+  if sampling == 'poisson':
+    probability = min(1.0, clients_per_round / len(client_ids))
+    return [c for c, u in zip(client_ids, rng.random(len(client_ids)))
+            if u < probability]
   count = min(clients_per_round, len(client_ids))
   return [client_ids[i] for i in rng.choice(len(client_ids), count,
                                             replace=False)]
@@ -88,7 +100,7 @@ def run(form_or_path, client_data, rounds, clients_per_round, output_dir,
         pipeline_options=None, seed=0, min_clients=1, progress=None,
         evaluate=None, on_round=None, rounds_per_pipeline=None,
         clients_per_element=None, non_finite='drop', isolation=None,
-        secure_threshold=None):
+        secure_threshold=None, sampling='fixed'):
   """Runs rounds 1..`rounds` of a form on Beam; returns a `RunResult`.
 
   Args:
@@ -99,7 +111,10 @@ def run(form_or_path, client_data, rounds, clients_per_round, output_dir,
       runner only), a directory written by `write_client_data` (local or a
       URL such as s3://bucket/clients), or a client data source.
     rounds: the total number of rounds; committed rounds are not run again.
-    clients_per_round: clients sampled (without replacement) per round.
+    clients_per_round: clients sampled per round (without replacement); with
+      `sampling='poisson'`, the expected number: each client independently
+      with probability clients_per_round / clients, as DP-FedAvg's privacy
+      accounting (`canonical.privacy`) assumes.
     output_dir: where states, metrics and client states are kept: a local
       directory, or a URL on an object store (s3://, gs://).
     pipeline_options: Beam `PipelineOptions` (or flags, or a dict), or an
@@ -147,6 +162,9 @@ def run(form_or_path, client_data, rounds, clients_per_round, output_dir,
                    rounds_per_pipeline=rounds_per_pipeline,
                    clients_per_element=clients_per_element,
                    secure_threshold=secure_threshold)
+  if sampling not in SAMPLINGS:
+    raise ValueError(f'sampling must be one of {", ".join(SAMPLINGS)}, got '
+                     f'{sampling!r}.')
   if secure_threshold is not None and secure_threshold > clients_per_round:
     raise ValueError(f'secure_threshold {secure_threshold} is more than the '
                      f'{clients_per_round} clients sampled per round: no '
@@ -186,9 +204,12 @@ def run(form_or_path, client_data, rounds, clients_per_round, output_dir,
       raise client_data_lib.ClientDataError(
           f'The {data.describe()} has no clients.')
     try:
-      out.claim({'form': form.summary(print_fn=None),
-                 'form_fingerprint': canonical.fingerprint(form),
-                 'seed': seed, 'clients_per_round': clients_per_round})
+      description = {'form': form.summary(print_fn=None),
+                     'form_fingerprint': canonical.fingerprint(form),
+                     'seed': seed, 'clients_per_round': clients_per_round}
+      if sampling != 'fixed':  # (Runs before it existed were all fixed.)
+        description['sampling'] = sampling
+      out.claim(description)
     except storage.StorageError as e:
       raise run_dir.RunDirError(str(e)) from None
     with run_lock.RunLock(out.directory) as lock:
@@ -200,7 +221,7 @@ def run(form_or_path, client_data, rounds, clients_per_round, output_dir,
         form = source.get()
       loop = _RoundLoop(engine, source, form, data, out, min_clients,
                         evaluate, progress, on_round, clients_per_element,
-                        non_finite, lock, secure_threshold)
+                        non_finite, lock, secure_threshold, sampling)
       loop.start()
       loop.run(client_ids, clients_per_round, seed, rounds,
                _PipelineSizer(engine, rounds_per_pipeline))
@@ -243,7 +264,7 @@ class _RoundLoop:
 
   def __init__(self, engine, source, form, data, out, min_clients, evaluate,
                progress, on_round, clients_per_element, non_finite, lock,
-               secure_threshold=None):
+               secure_threshold=None, sampling='fixed'):
     self.engine = engine
     self.source = source
     self.form = form
@@ -257,6 +278,7 @@ class _RoundLoop:
     self.non_finite = non_finite
     self.lock = lock
     self.secure_threshold = secure_threshold
+    self.sampling = sampling
     self.client_states = {}
     self.outcomes = []
     self.rounds = None
@@ -297,7 +319,8 @@ class _RoundLoop:
     while self.out.last_committed() < rounds:
       first = self.out.last_committed() + 1
       count = sizer.next(rounds - first + 1)
-      samples = [sample_clients(client_ids, clients_per_round, seed, r)
+      samples = [sample_clients(client_ids, clients_per_round, seed, r,
+                                self.sampling)
                  for r in range(first, first + count)]
       for number, sampled in zip(range(first, first + count), samples):
         if len(sampled) < self.min_clients:

@@ -40,6 +40,7 @@ from beam_runner import run_dir as run_dir_lib
 from canonical import storage
 from canonical import fedavg
 from canonical import learning
+from canonical import privacy
 from pipelines import datasets
 from pipelines import encoder_choice
 from pipelines import prepare_data
@@ -89,6 +90,12 @@ class Config:
   aggregation_encoder: str = 'none'
   threshold: int = encoder_choice.DEFAULT_THRESHOLD
   error_feedback: bool = False
+  # DP-FedAvg: None, or the noise multiplier z of a clipped, noised mean.
+  noise_multiplier: float = None
+  clip: float = 1.0
+  adaptive_clip: bool = False
+  target_epsilon: float = None
+  delta: float = 1e-5
   eval_every: int = 1
   seed: int = 0
   output_dir: str = 'fedavg_output'  # Local, or a URL (s3://bucket/run).
@@ -130,17 +137,61 @@ class Config:
     if encoder_choice.secure_bits(self.broadcast_encoder) is not None:
       raise ConfigError('--broadcast-encoder secure: secure aggregation hides '
                         'what clients send; use it as --aggregation-encoder.')
+    self._check_privacy()
     if self.error_feedback and encoder_choice.secure_bits(
         self.aggregation_encoder) is not None:
       raise ConfigError('--error-feedback does not combine with '
                         '--aggregation-encoder secure (its levels are '
                         'unbiased; nothing is dropped to feed back).')
 
+  @property
+  def private(self):
+    return self.noise_multiplier is not None
+
+  @property
+  def sampling_probability(self):
+    return min(1.0, self.clients_per_round / self.num_clients)
+
+  def round_noise_multiplier(self):
+    return fedavg.round_noise_multiplier(
+        self.noise_multiplier, self.clients_per_round, self.adaptive_clip)
+
+  def epsilon(self, rounds):
+    """Epsilon at `delta` after `rounds` rounds (DP runs)."""
+    return privacy.epsilon(self.round_noise_multiplier(),
+                           self.sampling_probability, rounds, self.delta)
+
+  def _check_privacy(self):
+    if not self.private:
+      if self.target_epsilon is not None or self.adaptive_clip:
+        raise ConfigError('--target-epsilon and --adaptive-clip need '
+                          '--noise-multiplier (DP-FedAvg).')
+      return
+    if not encoder_choice.is_identity(self.aggregation_encoder):
+      raise ConfigError('--noise-multiplier replaces the aggregation with '
+                        'DP-FedAvg\'s clipped, noised mean; it does not '
+                        'combine with --aggregation-encoder '
+                        f'{self.aggregation_encoder} yet.')
+    try:
+      privacy.check_noise_multiplier(self.noise_multiplier)
+      privacy.check_delta(self.delta)
+      if not self.clip > 0:
+        raise ValueError(f'--clip must be positive, got {self.clip}.')
+      if self.target_epsilon is not None:
+        privacy.check_plan(self.round_noise_multiplier(),
+                           self.sampling_probability, self.rounds,
+                           self.delta, self.target_epsilon)
+    except ValueError as e:
+      raise ConfigError(str(e)) from None
+
   def run_description(self):
     """What must match for a rerun in the same output directory to resume."""
     fields = dataclasses.asdict(self)
-    for volatile in ('rounds', 'output_dir', 'data_dir'):
+    for volatile in ('rounds', 'output_dir', 'data_dir', 'target_epsilon'):
       fields.pop(volatile)
+    if not self.private:  # As runs recorded before DP existed.
+      for name in ('noise_multiplier', 'clip', 'adaptive_clip', 'delta'):
+        fields.pop(name)
     return fields
 
 
@@ -188,7 +239,12 @@ def build_process(config, model):
         model, encoder_choice.encoder_fn(config.broadcast_encoder, 'broadcast',
                                          config.threshold, config.seed))
   secure_bits = encoder_choice.secure_bits(config.aggregation_encoder)
-  if secure_bits is not None:
+  if config.private:
+    aggregation_process = fedavg.build_dp_mean_process_from_model(
+        model, noise_multiplier=config.noise_multiplier, clip=config.clip,
+        expected_clients=config.clients_per_round,
+        adaptive=config.adaptive_clip)
+  elif secure_bits is not None:
     aggregation_process = fedavg.build_secure_mean_process_from_model(
         model, bits=secure_bits, seed=config.seed)
   elif not encoder_choice.is_identity(config.aggregation_encoder):
@@ -275,7 +331,8 @@ def run_experiment(config, pipeline_options=None, print_fn=print,
         config, engine, prepared, model, form_path, run_dir, print_fn,
         runner_progress or (lambda line: None),
         dict(rounds_per_pipeline=rounds_per_pipeline,
-             clients_per_element=clients_per_element))
+             clients_per_element=clients_per_element,
+             sampling='poisson' if config.private else 'fixed'))
   manifest = prepared.manifest
   plot_path = reporting.plot_accuracy_vs_bits(
       {_label(config): curve}, storage.join(output_dir, PLOT_FILE),
@@ -300,9 +357,7 @@ def _compile(config, prepared, output_dir, print_fn):
            f'{config.num_clients} clients, '
            f'{manifest["num_test_examples"]} test examples; model '
            f'{model_name} ({_parameters(model):,} parameters); broadcast '
-           f'{config.broadcast_encoder}, aggregation {config.aggregation_encoder}'
-           f'{" with error feedback" if config.error_feedback else ""} '
-           f'(tensors of {config.threshold:,}+ elements)')
+           f'{config.broadcast_encoder}, aggregation {_aggregation(config)}')
   form = canonical.compile(build_process(config, model))
   form_path = canonical.save(form, storage.join(output_dir, FORM_FILE))
   print_fn(f'form: {form_path}; per client: broadcast '
@@ -324,9 +379,10 @@ def _run_rounds(config, engine, prepared, model, form_path, run_dir,
 
   def evaluate(state):
     rounds_done = int(state[-1])  # ServerState.round_num
+    spent = {'epsilon': config.epsilon(rounds_done)} if config.private else {}
     if rounds_done % config.eval_every and rounds_done != config.rounds:
-      return {}
-    return evaluator(state)
+      return spent
+    return dict(evaluator(state), **spent)
 
   def on_round(outcome):
     curve.append(reporting.curve_point(outcome, curve[-1] if curve else None))
@@ -345,6 +401,20 @@ def _curve(outcomes):
   for outcome in outcomes:
     curve.append(reporting.curve_point(outcome, curve[-1] if curve else None))
   return curve
+
+
+def _aggregation(config):
+  """How the updates are aggregated, in words, for the run's header."""
+  if config.private:
+    clip = 'adaptive clip from' if config.adaptive_clip else 'clip'
+    return (f'DP-FedAvg (noise multiplier {config.noise_multiplier:g}, {clip} '
+            f'{config.clip:g}, Poisson sampling q='
+            f'{config.sampling_probability:g})')
+  if encoder_choice.secure_bits(config.aggregation_encoder) is not None:
+    return f'{config.aggregation_encoder} (every tensor)'
+  feedback = ' with error feedback' if config.error_feedback else ''
+  return (f'{config.aggregation_encoder}{feedback} (tensors of '
+          f'{config.threshold:,}+ elements)')
 
 
 def _committed_curve(run_dir):
@@ -431,6 +501,22 @@ def build_parser(prog='python -m pipelines.fedavg'):
   compress.add_argument('--error-feedback', action='store_true',
                         help='each client keeps what its aggregation encoder '
                         'dropped and adds it to its next update')
+  private = parser.add_argument_group(
+      'differential privacy (DP-FedAvg: clipped updates, Gaussian noise on '
+      'the sum, Poisson sampling)')
+  private.add_argument('--noise-multiplier', type=float, default=None,
+                       help='z: noise stddev over the clip (enables DP)')
+  private.add_argument('--clip', type=float, default=defaults.clip,
+                       help='L2 norm each client update is clipped to (the '
+                       'initial one with --adaptive-clip)')
+  private.add_argument('--adaptive-clip', action='store_true',
+                       help='let the clip follow the median update norm '
+                       '(its noisy count costs privacy too)')
+  private.add_argument('--target-epsilon', type=float, default=None,
+                       help='refuse a run whose epsilon after --rounds would '
+                       'pass this')
+  private.add_argument('--delta', type=float, default=defaults.delta,
+                       help='the delta epsilon is reported at')
   beam_cli.add_engine_arguments(parser.add_argument_group(
       'engine (speed only: results are the same)'))
   parser.add_argument('--output-dir', default=defaults.output_dir,
@@ -467,9 +553,13 @@ def main(argv=None):
     return 2
   accuracy = result.final_test_accuracy
   accuracy_text = 'not evaluated' if accuracy is None else f'{accuracy:.4f}'
+  spent = ''
+  if config.private:
+    spent = (f', epsilon {config.epsilon(len(result.curve)):.3f} at delta '
+             f'{config.delta:g}')
   print(f'done: {len(result.curve)} rounds, final test accuracy '
-        f'{accuracy_text}; plot {result.plot_path}; TensorBoard: tensorboard '
-        f'--logdir {storage.join(result.run_dir, "tensorboard")}')
+        f'{accuracy_text}{spent}; plot {result.plot_path}; TensorBoard: '
+        f'tensorboard --logdir {storage.join(result.run_dir, "tensorboard")}')
   return 0
 
 

@@ -28,9 +28,11 @@ def round_line(point, rounds):
   """The tutorial's line for one round (see `curve_point`)."""
   test = point.get('test_accuracy')
   test_text = '' if test is None else f'  test accuracy {test:.4f}'
+  spent = point.get('epsilon')
+  spent_text = '' if spent is None else f'  epsilon {spent:.3f}'
   return (f'round {point["round"]:>3}/{rounds}: loss {point["loss"]:.4f}  '
-          f'accuracy {point["accuracy"]:.4f}{test_text}  broadcast '
-          f'{human_bits(point["broadcast_bits"])}  aggregated '
+          f'accuracy {point["accuracy"]:.4f}{test_text}{spent_text}  '
+          f'broadcast {human_bits(point["broadcast_bits"])}  aggregated '
           f'{human_bits(point["aggregated_bits"])} (cumulative)')
 
 
@@ -45,6 +47,7 @@ def curve_point(outcome, previous=None):
       'accuracy': metrics['accuracy'],
       'test_loss': evaluation.get('loss'),
       'test_accuracy': evaluation.get('accuracy'),
+      'epsilon': evaluation.get('epsilon'),  # DP runs only.
       'clients': outcome['clients_ok'],
       'round_broadcast_bits': outcome['bits_broadcast'],
       'round_aggregated_bits': outcome['bits_aggregated'],

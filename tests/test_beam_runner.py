@@ -165,6 +165,39 @@ def test_sampling_is_a_pure_function_of_seed_and_round():
   assert sorted(beam_runner.sample_clients(ids, 50, 3, 1)) == sorted(ids)
 
 
+def test_poisson_sampling_takes_each_client_with_probability_q():
+  ids = [f'c{i}' for i in range(200)]
+  rounds = [beam_runner.sample_clients(ids, 20, 7, r, 'poisson')
+            for r in range(1, 101)]
+  sizes = [len(r) for r in rounds]
+  assert len(set(sizes)) > 5  # The cohort's size varies ...
+  assert abs(np.mean(sizes) - 20) < 1.5  # ... around q * N = 20.
+  counts = np.bincount([ids.index(c) for r in rounds for c in r],
+                       minlength=200)
+  assert abs(counts.mean() - 10) < 0.5 and counts.min() > 0  # q * 100.
+  assert rounds[0] == beam_runner.sample_clients(list(reversed(ids)), 20, 7,
+                                                 1, 'poisson')
+
+
+def test_a_run_keeps_its_sampling(tmp_path):
+  form = cf.compile(_sum_process())
+  data = {f'c{i}': np.full([3], i, np.int32) for i in range(12)}
+  result = beam_runner.run(form, data, 2, 4, tmp_path / 'run',
+                           sampling='poisson', progress=lambda line: None)
+  run = beam_runner.RunDir(tmp_path / 'run')
+  for number in (1, 2):
+    sampled = run.clients(number)
+    assert sampled == beam_runner.sample_clients(list(data), 4, 0, number,
+                                                 'poisson')
+    total = result.outcomes[number - 1]['metrics']['value']
+    assert total == np.sum([data[c] for c in sampled], axis=0).tolist()
+  with pytest.raises(beam_runner.RunDirError, match='differs in sampling'):
+    beam_runner.run(form, data, 3, 4, tmp_path / 'run', progress=lambda line: None)
+  with pytest.raises(ValueError, match='sampling must be one of fixed, '
+                                       'poisson'):
+    beam_runner.run(form, data, 1, 4, tmp_path / 'other', sampling='bernoulli')
+
+
 # ----------------------------------------------------------------------------
 # Equivalence with canonical.run_round
 

@@ -172,6 +172,13 @@ def test_a_refused_run_leaves_nothing_that_refuses_its_corrected_rerun(
     ({'model': 'resnet'}, "Unknown --model 'resnet'"),
     ({'client_lr': -1.0}, 'must be positive'),
     ({'broadcast_encoder': 'secure:8'}, 'use it as --aggregation-encoder'),
+    ({'target_epsilon': 3.0}, 'need --noise-multiplier'),
+    ({'noise_multiplier': 1.0, 'aggregation_encoder': 'drive'},
+     'does not combine with --aggregation-encoder drive'),
+    ({'noise_multiplier': -1.0}, 'noise_multiplier must be finite and >= 0'),
+    ({'noise_multiplier': 1.0, 'clip': 0.0}, '--clip must be positive'),
+    ({'noise_multiplier': 1.0, 'rounds': 50, 'target_epsilon': 2.0},
+     'exceeds its privacy budget: 50 rounds .* at most \\d+ rounds fit'),
     ({'aggregation_encoder': 'secure:8', 'error_feedback': True},
      'does not combine with --aggregation-encoder secure'),
 ])
@@ -402,3 +409,29 @@ def test_secure_aggregation_learns_and_counts_masked_bits(tmp_path):
   plain_bits = form.aggregated_bits - 32 * (trainable + 2)
   masked = trainable * 11 + 3 + (5 * trainable).bit_length()
   assert curve[0]['round_aggregated_bits'] == 5 * (plain_bits + masked)
+
+
+@pytest.mark.slow
+def test_dp_fedavg_reports_epsilon_every_round(tmp_path):
+  lines = []
+  config = _config(tmp_path, rounds=3, noise_multiplier=0.5, clip=1.0,
+                   eval_every=2)
+  result = fedavg.run_experiment(config, print_fn=lines.append)
+  epsilons = [p['epsilon'] for p in result.curve]
+  q = 5 / 10
+  assert epsilons == pytest.approx(
+      [canonical.privacy.epsilon(0.5, q, r, 1e-5) for r in (1, 2, 3)])
+  assert epsilons[0] < epsilons[1] < epsilons[2]
+  assert f'epsilon {epsilons[-1]:.3f}' in lines[-1]
+  assert 'DP-FedAvg (noise multiplier 0.5, clip 1, Poisson sampling q=0.5)' \
+      in lines[0]
+  run = beam_runner.RunDir(result.run_dir)
+  assert run.outcome(3)['evaluation']['epsilon'] == pytest.approx(
+      epsilons[-1])
+  tags = set()
+  board = os.path.join(result.run_dir, 'tensorboard')
+  for name in os.listdir(board):
+    for event in tf.compat.v1.train.summary_iterator(
+        os.path.join(board, name)):
+      tags.update(v.tag for v in event.summary.value)
+  assert 'evaluation/epsilon' in tags

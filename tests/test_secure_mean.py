@@ -105,4 +105,5 @@ def test_bad_arguments_are_refused(kwargs, message):
 def test_the_process_describes_its_tensors():
   process = fedavg.build_secure_mean_process(SPEC, bits=4)
   assert process.encoded_bits == 4 * (400 + 10)
-  assert 'Hadamard-rotated, 4-bit' in repr(process.encoders[0])
+  assert 'Hadamard-rotated, 4-bit stochastic levels' in repr(
+      process.encoders[0])

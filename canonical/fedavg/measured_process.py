@@ -63,3 +63,21 @@ class MeasuredProcess:
 
   def __repr__(self):
     return f'<MeasuredProcess {self.name}>'
+
+
+class Treatment:
+  """What a process does to one tensor of its value, when that is not a
+  `te` encoder (secure or private aggregation): a description and the bits
+  one client sends for it."""
+
+  def __init__(self, spec, bits_per_value, description):
+    self.spec = spec
+    self.bits_per_value = bits_per_value
+    self.description = description
+
+  @property
+  def encoded_bits(self):
+    return self.spec.shape.num_elements() * self.bits_per_value
+
+  def __repr__(self):
+    return self.description

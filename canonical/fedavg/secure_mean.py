@@ -37,27 +37,6 @@ WEIGHT_SPEC = tf.TensorSpec([], tf.float32)
 _ADAPT_RATE = 10.0
 
 
-class SecureQuantization:
-  """What a secure mean does to one tensor, for descriptions and bit counts
-  (the encoders a process reports)."""
-
-  def __init__(self, spec, bits, rotate):
-    self.spec = spec
-    self.bits = bits
-    self.rotate = rotate
-
-  @property
-  def encoded_bits(self):
-    """Bits a client sends for this tensor before masking (masked, each
-    value takes bits + ceil(log2 clients): see secure_sums.modulus)."""
-    return self.spec.shape.num_elements() * self.bits
-
-  def __repr__(self):
-    rotation = 'Hadamard-rotated, ' if self.rotate else ''
-    return (f'SecureQuantization({rotation}{self.bits}-bit stochastic levels '
-            'in an adaptive range, summed by federated_secure_sum_bitwidth)')
-
-
 def _check(bits, clip, clipped_target, who):
   if isinstance(bits, bool) or not isinstance(bits, int) or not 1 <= bits <= 16:
     raise ValueError(f'{who}: bits must be an int in [1, 16], got {bits!r}.')
@@ -167,10 +146,13 @@ def build_secure_mean_process(value_spec, bits=8, clip=0.1, rotate=True,
         finish, (state, level_sums, clients, clipped_sum))
     return new_state, mean
 
+  rotation = 'Hadamard-rotated, ' if rotate else ''
+  description = (f'secure aggregation of {rotation}{bits}-bit stochastic '
+                 'levels in an adaptive range (federated_secure_sum_bitwidth)')
   return measured_process.MeasuredProcess(
       initialize, secure_mean, value_spec,
-      tuple(SecureQuantization(spec, bits, rotate) for spec in leaves),
-      name='secure_mean')
+      tuple(measured_process.Treatment(spec, bits, description)
+            for spec in leaves), name='secure_mean')
 
 
 def build_secure_mean_process_from_model(model_fn, **kwargs):
