@@ -1,0 +1,135 @@
+"""The secure sum's cost against the plain sum, per round, on the Beam runner.
+
+One round of a process whose clients each send an int32 vector of
+`--elements` values, summed either by `federated_sum` (plain) or by
+`federated_secure_sum_bitwidth(value, 16)` (the masking protocol's stages,
+see beam_runner/secure_round.py), on Beam's in-process runner, at each
+`--clients` count. Plain and secure rounds alternate (`--repeats` pairs), so
+machine noise hits both; each figure is a median.
+
+Reported per client count:
+  plain_seconds, secure_seconds   one round, start to commit
+  ratio                           secure / plain (target at 100 clients: 2x)
+  secure_seconds_per_client       secure_seconds / clients
+  masked_input_bits               a client's masked input (its U on the wire)
+  protocol_bits_sent / _received  a client's key, share and unmasking
+                                  messages (secagg.client_cost_bits)
+  plain_bits                      a client's plain U
+
+Usage (from the repository root):
+  python -m benchmarks.secure_sum [--clients 10,100,1000] [--elements 1000]
+      [--repeats 3] [--json PATH]
+"""
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+
+import numpy as np
+import tensorflow as tf
+
+import beam_runner
+import canonical as cf
+from canonical import secagg
+from canonical import secure_sums
+
+TARGET_RATIO = 2.0
+TARGET_CLIENTS = 100
+BITWIDTH = 16
+
+
+def build_form(elements, secure):
+  spec = tf.TensorSpec([elements], tf.int32)
+
+  @cf.federated_computation(cf.server(tf.TensorSpec([], tf.int32)),
+                            cf.clients(spec))
+  def next_fn(state, data):
+    total = (cf.federated_secure_sum_bitwidth(data, BITWIDTH) if secure
+             else cf.federated_sum(data))
+    return state, total
+
+  return cf.compile(cf.IterativeProcess(
+      cf.tf_computation(lambda: tf.constant(0)), next_fn))
+
+
+def round_seconds(form, data):
+  """Seconds of one committed round of all `data`'s clients."""
+  with tempfile.TemporaryDirectory(prefix='secure-sum-bench-') as out:
+    start = time.perf_counter()
+    beam_runner.run(form, data, 1, len(data), out,
+                    progress=lambda line: None)
+    return time.perf_counter() - start
+
+
+def measure(clients, elements, repeats, forms):
+  rng = np.random.default_rng(clients)
+  data = {f'c{i:05d}': rng.integers(0, 2**BITWIDTH, elements).astype(np.int32)
+          for i in range(clients)}
+  plain, secure = [], []
+  for _ in range(repeats):
+    plain.append(round_seconds(forms[False], data))
+    secure.append(round_seconds(forms[True], data))
+  config = secure_sums.round_config(
+      (forms[True].secure_update_spec[0],),
+      (secure_sums.modulus(secure_sums.BITWIDTH, BITWIDTH, clients),),
+      secure_sums.default_threshold(clients), 0)
+  steps = secagg.client_cost_bits(config, clients)
+  plain_seconds, secure_seconds = (statistics.median(plain),
+                                   statistics.median(secure))
+  return {
+      'clients': clients, 'elements': elements, 'repeats': repeats,
+      'plain_seconds': plain_seconds, 'secure_seconds': secure_seconds,
+      'ratio': secure_seconds / plain_seconds,
+      'secure_seconds_per_client': secure_seconds / clients,
+      'masked_input_bits': secagg.masked_input_bits(config),
+      'protocol_bits_sent': sum(s.sent for s in steps.values()) -
+                            secagg.masked_input_bits(config),
+      'protocol_bits_received': sum(s.received for s in steps.values()),
+      'plain_bits': 32 * elements,
+  }
+
+
+def main(argv=None):
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument('--clients', default='10,100,1000')
+  parser.add_argument('--elements', type=int, default=1000)
+  parser.add_argument('--repeats', type=int, default=3)
+  parser.add_argument('--json', help='write the rows here')
+  args = parser.parse_args(argv)
+  counts = [int(c) for c in args.clients.split(',')]
+  forms = {secure: build_form(args.elements, secure)
+           for secure in (False, True)}
+  round_seconds(forms[True], {'a': np.zeros(args.elements, np.int32),
+                              'b': np.zeros(args.elements, np.int32)})
+  rows = []
+  print(f'one round, {args.elements} int32 values per client, median of '
+        f'{args.repeats} interleaved pairs (in-process Beam runner)')
+  print(f'{"clients":>8} {"plain s":>9} {"secure s":>9} {"ratio":>7} '
+        f'{"s/client":>9} {"masked U bits":>14} {"protocol sent":>14} '
+        f'{"protocol recv":>14}')
+  for clients in counts:
+    # The protocol is quadratic in clients: one pair at 1,000.
+    repeats = args.repeats if clients < 1000 else 1
+    row = measure(clients, args.elements, repeats, forms)
+    rows.append(row)
+    print(f'{clients:>8} {row["plain_seconds"]:>9.2f} '
+          f'{row["secure_seconds"]:>9.2f} {row["ratio"]:>6.1f}x '
+          f'{row["secure_seconds_per_client"]:>9.3f} '
+          f'{row["masked_input_bits"]:>14,} {row["protocol_bits_sent"]:>14,} '
+          f'{row["protocol_bits_received"]:>14,}', flush=True)
+  at_target = [r for r in rows if r['clients'] == TARGET_CLIENTS]
+  if at_target:
+    ratio = at_target[0]['ratio']
+    verdict = 'met' if ratio <= TARGET_RATIO else 'MISSED'
+    print(f'target: secure <= {TARGET_RATIO}x plain at {TARGET_CLIENTS} '
+          f'clients: {ratio:.1f}x, {verdict}')
+  if args.json:
+    with open(args.json, 'w') as f:
+      json.dump({'rows': rows, 'target_ratio': TARGET_RATIO,
+                 'target_clients': TARGET_CLIENTS}, f, indent=1)
+
+
+if __name__ == '__main__':
+  main()
