@@ -25,9 +25,10 @@ ever handle public keys, ciphertexts, masked inputs and sums of them. A
 client draws its keys and masks from its own secret (one 32-byte file per
 client in the run directory, `client_secrets/`, made on first use) and the
 round's attempt, so each step recomputes its earlier draws on whatever worker
-runs it; its secure input waits, like its state, in the run directory: in
-this simulation that directory is the clients' devices' storage, and no
-server step reads a secret or an input. Server messages travel as files of
+runs it; its secure input, and after masking the shares it decrypted, wait
+like its state in the run directory: in this simulation that directory is
+the clients' devices' storage, and no server step reads a secret, an input
+or a held share. Server messages travel as files of
 the attempt (`secure/`), deleted when the round commits.
 """
 
@@ -74,6 +75,11 @@ class SecureRound:
     """Where a client keeps its secure input between its steps."""
     return storage.join(self.directory, 'inputs',
                         client_data.file_name(client_id) + '.tensors')
+
+  def held_path(self, client_id):
+    """Where a client keeps the shares it decrypted (step 3 for step 4)."""
+    return storage.join(self.directory, 'held',
+                        client_data.file_name(client_id) + '.json')
 
   # -- The round pipeline's hooks --------------------------------------------
 
@@ -262,6 +268,22 @@ class Client:
     """The shares others sent it, as the server relayed them."""
     return _read_messages(self.round.paths.inbox_path(self.id))
 
+  def keep(self, masking):
+    """Keeps its step-3 state (the shares it holds) for step 4."""
+    storage.write_bytes(self.round.paths.held_path(self.id), json.dumps({
+        'share_senders': list(masking.share_senders),
+        'held': [[u, hex(seed), hex(key)]
+                 for u, (seed, key) in masking.held_shares.items()]}).encode())
+
+  def kept(self):
+    """Its step-3 state, as `keep` left it."""
+    fields = json.loads(storage.read_bytes(
+        self.round.paths.held_path(self.id)))
+    held = {u: (int(seed, 16), int(key, 16)) for u, seed, key in
+            fields['held']}
+    return secagg.MaskingState(self.sharing_state(),
+                               tuple(fields['share_senders']), held)
+
 
 class _ClientStepFn(round_pipeline._FormFn, beam.DoFn):  # pylint: disable=protected-access
   """A client step over a batch: yields the batch's messages as one list."""
@@ -294,8 +316,7 @@ class UnmaskFn(_ClientStepFn):
   def step(self, client):
     contributors = _cached(self._secure_round.contributors_path,
                            lambda p: json.loads(storage.read_bytes(p)))
-    masking = secagg.receive_shares(client.sharing_state(), client.inbox())
-    return [secagg.unmasking_shares(masking, contributors)]
+    return [secagg.unmasking_shares(client.kept(), contributors)]
 
 
 class MaskFn(_ClientStepFn):
@@ -315,8 +336,9 @@ class MaskFn(_ClientStepFn):
           what='secure input')
       value = tf.nest.map_structure(lambda t: t.numpy(), value)
       client = Client(the_round, task.client_id)
-      _, masked = secagg.masked_input(client.sharing_state(), value,
-                                      client.inbox())
+      masking, masked = secagg.masked_input(client.sharing_state(), value,
+                                            client.inbox())
+      client.keep(masking)
       total = secagg.aggregation.accumulate(the_round.config, total, masked)
     yield [list(total.values), sorted(total.contributors)]
 
