@@ -1,6 +1,5 @@
 """Federated averaging with encoded broadcast and mean, compiled to the canonical form."""
 
-import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -435,9 +434,8 @@ def test_bad_arguments_get_clear_errors(model):
   with pytest.raises(ValueError, match='built for'):
     fedavg.build_encoded_broadcast_process(
         _VALUE_SPEC, lambda spec: _broadcast_encoder(_VALUE_SPEC[0]))
-  with pytest.raises(TypeError, match='pure optimizer'):
-    fedavg.build_federated_averaging_process(
-        model, lambda: keras.optimizers.SGD(0.1))
+  with pytest.raises(TypeError, match='pure optimizer .* got str'):
+    fedavg.build_federated_averaging_process(model, lambda: 'sgd')
   with pytest.raises(ValueError, match='client_epochs'):
     fedavg.build_federated_averaging_process(model, learning.sgd(0.1),
                                              client_epochs=0)

@@ -4,6 +4,7 @@ import keras
 import tensorflow as tf
 
 from canonical import computations
+from canonical.learning import keras_optimizers
 from canonical.learning import model as model_lib
 from canonical.learning import optimizers
 
@@ -48,16 +49,19 @@ def functional_model_of(model_fn, who):
 
 
 def optimizer_of(optimizer_fn, who):
-  """The pure `Optimizer` that `optimizer_fn()` returns (or `optimizer_fn` itself)."""
+  """The pure `Optimizer` that `optimizer_fn()` returns (or `optimizer_fn`
+  itself); a Keras optimizer is translated from its config
+  (`keras_optimizers.from_keras`)."""
   optimizer = optimizer_fn
   if not isinstance(optimizer, optimizers.Optimizer) and callable(optimizer):
     optimizer = optimizer()
+  if keras_optimizers.is_keras_optimizer(optimizer):
+    return keras_optimizers.from_keras(optimizer, who)
   if not isinstance(optimizer, optimizers.Optimizer):
     raise TypeError(
         f'{who} must return a pure optimizer such as '
-        'canonical.learning.sgd(0.1) or canonical.learning.adam(1e-3), got '
-        f'{type(optimizer).__name__}. Keras optimizers keep their state in '
-        'variables, which canonical-form pieces may not hold.')
+        'canonical.learning.sgd(0.1), or a Keras SGD, Adam, Adagrad or '
+        f'RMSprop, got {type(optimizer).__name__}.')
   return optimizer
 
 

@@ -4,6 +4,7 @@ Every function here is pure (no variables, no stateful random ops), so it can
 be traced into a canonical-form piece and saved as a GraphDef.
 """
 
+from canonical.learning import keras_optimizers
 from canonical.learning import losses
 from canonical.learning import models
 from canonical.learning import optimizers
@@ -15,12 +16,15 @@ from canonical.learning.model import FunctionalModel
 from canonical.learning.model import ModelWeights
 from canonical.learning.model import split_batch
 from canonical.learning.optimizers import Optimizer
+from canonical.learning.optimizers import adagrad
 from canonical.learning.optimizers import adam
+from canonical.learning.optimizers import rmsprop
 from canonical.learning.optimizers import sgd
 from canonical.learning.server_update import server_update
 
 __all__ = [
     'BatchOutput', 'ClientOutput', 'FunctionalModel', 'ModelWeights',
-    'Optimizer', 'adam', 'client_update', 'evaluate', 'losses', 'models',
-    'optimizers', 'server_update', 'sgd', 'split_batch',
+    'Optimizer', 'adagrad', 'adam', 'client_update', 'evaluate',
+    'keras_optimizers', 'losses', 'models', 'optimizers', 'rmsprop',
+    'server_update', 'sgd', 'split_batch',
 ]

@@ -20,10 +20,11 @@ class Optimizer(NamedTuple):
   apply: Callable  # (state, weights, gradients) -> (state, weights)
 
 
-def sgd(learning_rate, momentum=0.0):
+def sgd(learning_rate, momentum=0.0, nesterov=False):
   """Gradient descent, with heavy-ball momentum as Keras's SGD does it.
 
-  Velocity `v <- momentum * v - learning_rate * g`, then `w <- w + v`. Without
+  Velocity `v <- momentum * v - learning_rate * g`, then `w <- w + v`, or
+  with `nesterov`, `w <- w + momentum * v - learning_rate * g`. Without
   momentum the state is empty.
   """
   _check_non_negative('learning_rate', learning_rate)
@@ -43,11 +44,92 @@ def sgd(learning_rate, momentum=0.0):
     velocity = tf.nest.map_structure(
         lambda v, g: _as(momentum, v) * v - _as(learning_rate, v) * g,
         state['velocity'], gradients)
-    new_weights = tf.nest.map_structure(lambda w, v: w + v, weights, velocity)
+    if nesterov:
+      new_weights = tf.nest.map_structure(
+          lambda w, v, g: w + _as(momentum, v) * v - _as(learning_rate, v) * g,
+          weights, velocity, gradients)
+    else:
+      new_weights = tf.nest.map_structure(lambda w, v: w + v, weights,
+                                          velocity)
     return {'velocity': velocity}, new_weights
 
-  return Optimizer(f'sgd(learning_rate={learning_rate}, momentum={momentum})',
-                   init, apply)
+  nesterov_text = ', nesterov=True' if nesterov else ''
+  return Optimizer(f'sgd(learning_rate={learning_rate}, momentum={momentum}'
+                   f'{nesterov_text})', init, apply)
+
+
+def adagrad(learning_rate, initial_accumulator_value=0.1, epsilon=1e-7):
+  """Adagrad as Keras's: `a <- a + g^2`, `w <- w - lr g / sqrt(a + eps)`."""
+  _check_non_negative('learning_rate', learning_rate)
+  _check_non_negative('initial_accumulator_value', initial_accumulator_value)
+  _check_positive('adagrad', 'epsilon', epsilon)
+
+  def init(weights):
+    return {'accumulator': tf.nest.map_structure(
+        lambda w: tf.fill(tf.shape(w), _as(initial_accumulator_value, w)),
+        weights)}
+
+  def apply(state, weights, gradients):
+    _check_same_structure(weights, gradients)
+    accumulator = tf.nest.map_structure(lambda a, g: a + tf.square(g),
+                                        state['accumulator'], gradients)
+    new_weights = tf.nest.map_structure(
+        lambda w, a, g: w - _as(learning_rate, w) * g / tf.sqrt(
+            a + _as(epsilon, w)), weights, accumulator, gradients)
+    return {'accumulator': accumulator}, new_weights
+
+  return Optimizer(
+      f'adagrad(learning_rate={learning_rate}, initial_accumulator_value='
+      f'{initial_accumulator_value}, epsilon={epsilon})', init, apply)
+
+
+def rmsprop(learning_rate, rho=0.9, momentum=0.0, epsilon=1e-7,
+            centered=False):
+  """RMSprop as Keras's: `v <- rho v + (1 - rho) g^2` (and, centered, the
+  mean gradient `m` likewise, dividing by `sqrt(v - m^2 + eps)`), a step of
+  `lr g / sqrt(v + eps)`, through a momentum buffer if `momentum`."""
+  _check_non_negative('learning_rate', learning_rate)
+  _check_fraction('rho', rho)
+  _check_fraction('momentum', momentum)
+  _check_positive('rmsprop', 'epsilon', epsilon)
+
+  def init(weights):
+    zeros = lambda: tf.nest.map_structure(tf.zeros_like, weights)
+    state = {'velocity': zeros()}
+    if centered:
+      state['average_gradient'] = zeros()
+    if momentum:
+      state['momentum'] = zeros()
+    return state
+
+  def apply(state, weights, gradients):
+    _check_same_structure(weights, gradients)
+    new_state = {'velocity': tf.nest.map_structure(
+        lambda v, g: _as(rho, v) * v + _as(1.0 - rho, v) * tf.square(g),
+        state['velocity'], gradients)}
+    denominator = tf.nest.map_structure(lambda v: v + _as(epsilon, v),
+                                        new_state['velocity'])
+    if centered:
+      new_state['average_gradient'] = tf.nest.map_structure(
+          lambda m, g: _as(rho, m) * m + _as(1.0 - rho, m) * g,
+          state['average_gradient'], gradients)
+      denominator = tf.nest.map_structure(
+          lambda d, m: d - tf.square(m), denominator,
+          new_state['average_gradient'])
+    increment = tf.nest.map_structure(
+        lambda g, d: _as(learning_rate, g) * g / tf.sqrt(d), gradients,
+        denominator)
+    if momentum:
+      new_state['momentum'] = tf.nest.map_structure(
+          lambda b, i: _as(momentum, b) * b + i, state['momentum'], increment)
+      increment = new_state['momentum']
+    new_weights = tf.nest.map_structure(lambda w, i: w - i, weights,
+                                        increment)
+    return new_state, new_weights
+
+  return Optimizer(
+      f'rmsprop(learning_rate={learning_rate}, rho={rho}, momentum='
+      f'{momentum}, epsilon={epsilon}, centered={centered})', init, apply)
 
 
 def adam(learning_rate, beta_1=0.9, beta_2=0.999, epsilon=1e-7):
@@ -61,8 +143,7 @@ def adam(learning_rate, beta_1=0.9, beta_2=0.999, epsilon=1e-7):
   _check_non_negative('learning_rate', learning_rate)
   _check_fraction('beta_1', beta_1)
   _check_fraction('beta_2', beta_2)
-  if not epsilon > 0:
-    raise ValueError(f'adam: epsilon must be positive, got {epsilon}.')
+  _check_positive('adam', 'epsilon', epsilon)
 
   def init(weights):
     return {
@@ -117,6 +198,11 @@ def _check_same_structure(weights, gradients):
 def _check_non_negative(name, value):
   if isinstance(value, numbers.Number) and not value >= 0:
     raise ValueError(f'{name} must be non-negative, got {value}.')
+
+
+def _check_positive(optimizer, name, value):
+  if not value > 0:
+    raise ValueError(f'{optimizer}: {name} must be positive, got {value}.')
 
 
 def _check_fraction(name, value):
