@@ -444,7 +444,9 @@ class RelayFn(_ServerStepFn):
     storage.configure(self._storage_options)
     secure = self._plan.secure
     shares = [secagg.wire.from_bytes(m) for m in encoded]
-    senders = sorted({m.sender for m in shares})
+    # Every client of the roster shared its keys (a failed step fails the
+    # round), even one with no peer to send shares to.
+    senders = sorted(a.sender for a in roster(secure))
     inbox = secagg.relay_shares(shares, senders)
     for client, messages in inbox.items():
       _write_messages(secure.inbox_path(client), messages)

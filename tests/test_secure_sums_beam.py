@@ -91,6 +91,17 @@ def test_the_aggregation_sees_only_masked_inputs(monkeypatch, tmp_path):
   assert sorted(secrets) == sorted(f'{c}.key' for c in data)
 
 
+def test_a_round_of_one_client_sums_it_alone(tmp_path):
+  data = _data(3, seed=6)
+  form = compiler.compile(_mixed_process())
+  result = beam_runner.run(form, data, 2, 1, tmp_path / 'run', seed=1,
+                           progress=QUIET)
+  out = run_dir.RunDir(tmp_path / 'run')
+  for number, outcome in zip((1, 2), result.outcomes):
+    (client,) = out.clients(number)
+    assert outcome['metrics']['max_input'] == data[client].tolist()
+
+
 def test_a_client_out_of_range_drops_out_and_the_rest_sum_exactly(tmp_path):
   data = _data(6, seed=4)
   data['c2'] = np.array([99, 0, 0], np.int32)  # Above 2**4 - 1.
