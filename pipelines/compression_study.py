@@ -38,6 +38,8 @@ class Setting:
   aggregation_encoder: str = 'none'
   threshold: int = 10000
   error_feedback: bool = False
+  noise_multiplier: float = None  # DP-FedAvg when set.
+  clip: float = 1.0
 
 
 SETTINGS = (
@@ -61,6 +63,11 @@ SETTINGS = (
             'aggregation: 8-bit Hadamard-rotated levels, masked (8 + '
             'log2(clients) bits), unweighted mean', 'uniform_nearest:3',
             'secure:8', threshold=1000),
+    Setting('dp', 'DP-FedAvg: clip 1, noise multiplier 0.5, Poisson '
+            'sampling; float32 both ways', noise_multiplier=0.5, clip=1.0),
+    Setting('dp_compressed_down', 'DP-FedAvg as dp; down 3-bit nearest '
+            'uniform', 'uniform_nearest:3', noise_multiplier=0.5, clip=1.0,
+            threshold=1000),
 )
 BY_NAME = {s.name: s for s in SETTINGS}
 
@@ -73,6 +80,7 @@ def run_study(base, settings=SETTINGS, pipeline_options=None, print_fn=print):
         base, broadcast_encoder=setting.broadcast_encoder,
         aggregation_encoder=setting.aggregation_encoder,
         threshold=setting.threshold, error_feedback=setting.error_feedback,
+        noise_multiplier=setting.noise_multiplier, clip=setting.clip,
         output_dir=storage.join(base.output_dir, setting.name),
         data_dir=base.data_dir)
     print_fn(f'== {setting.name}: {setting.description}')
@@ -103,6 +111,8 @@ def rows_of(results, settings):
         'test_accuracy': result.final_test_accuracy,
         'downlink_ratio': None, 'uplink_ratio': None,
         'accuracy_change_points': None,
+        'epsilon': result.curve[-1].get('epsilon'),
+        'delta': result.config.delta if setting.noise_multiplier else None,
     }
     if baseline is not None:
       row['downlink_ratio'] = _per_round(
@@ -132,11 +142,17 @@ def _ratio(value):
 
 
 def markdown_table(rows):
+  private = any(row.get('epsilon') is not None for row in rows)
   lines = ['| setting | down bits/round | up bits/round | downlink ratio | '
-           'uplink ratio | test accuracy | vs uncompressed | target |',
-           '|---|---|---|---|---|---|---|---|']
+           'uplink ratio | test accuracy | vs uncompressed | target |' +
+           (' epsilon |' if private else ''),
+           '|---|---|---|---|---|---|---|---|' + ('---|' if private else '')]
   for row in rows:
     change = row['accuracy_change_points']
+    spent = ''
+    if private:
+      spent = (' — |' if row.get('epsilon') is None else
+               f' {row["epsilon"]:.2f} at delta {row["delta"]:g} |')
     lines.append(
         f'| {row["setting"]}: {row["description"]} | '
         f'{reporting.human_bits(row["downlink_bits_per_round"])} | '
@@ -144,7 +160,7 @@ def markdown_table(rows):
         f'{_ratio(row["downlink_ratio"])} | {_ratio(row["uplink_ratio"])} | '
         f'{row["test_accuracy"]:.4f} | '
         f'{"—" if change is None else f"{change:+.2f} pt"} | '
-        f'{"yes" if row["meets_target"] else "no"} |')
+        f'{"yes" if row["meets_target"] else "no"} |{spent}')
   return '\n'.join(lines)
 
 
