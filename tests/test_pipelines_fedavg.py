@@ -389,6 +389,20 @@ def test_the_target_needs_all_three(up, down, change, meets):
   assert compression_study.meets_target(row) is meets
 
 
+def test_private_rows_get_an_epsilon_column():
+  row = dict(setting='a', description='d', downlink_bits_per_round=8,
+             uplink_bits_per_round=8, downlink_ratio=1.0, uplink_ratio=1.0,
+             test_accuracy=0.5, accuracy_change_points=0.0, meets_target=False,
+             epsilon=None, delta=None)
+  plain = compression_study.markdown_table([row])
+  assert 'epsilon' not in plain
+  private = compression_study.markdown_table(
+      [row, dict(row, setting='b', epsilon=2.345, delta=1e-5)])
+  header, _, first, second = private.splitlines()
+  assert header.endswith(' epsilon |') and first.endswith('| no | — |')
+  assert second.endswith('| no | 2.35 at delta 1e-05 |')
+
+
 @pytest.mark.slow
 def test_secure_aggregation_learns_and_counts_masked_bits(tmp_path):
   """--aggregation-encoder secure:8: the update goes through secure sums as
