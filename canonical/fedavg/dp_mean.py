@@ -147,5 +147,6 @@ def build_dp_mean_process(value_spec, noise_multiplier, clip,
 
 def build_dp_mean_process_from_model(model_fn, **kwargs):
   """`build_dp_mean_process` for the model's trainable weights."""
-  model = specs.functional_model_of(model_fn, 'build_dp_mean_process_from_model')
+  model = specs.functional_model_of(model_fn,
+                                    'build_dp_mean_process_from_model')
   return build_dp_mean_process(model.weights_spec.trainable, **kwargs)
