@@ -42,3 +42,13 @@ from canonical.types import type_at_server
 from canonical.saving import fingerprint
 from canonical.saving import load
 from canonical.saving import save
+
+
+def __getattr__(name):
+  """`canonical.learning` (TFF's `tff.learning`) and `canonical.fedavg`,
+  imported on first use: they bring Keras, which the language alone does
+  not need."""
+  if name in ('learning', 'fedavg'):
+    import importlib  # pylint: disable=g-import-not-at-top
+    return importlib.import_module(f'canonical.{name}')
+  raise AttributeError(f'module {__name__!r} has no attribute {name!r}')

@@ -11,6 +11,7 @@ from canonical.learning import optimizers
 from canonical.learning.client_update import ClientOutput
 from canonical.learning.client_update import client_update
 from canonical.learning.evaluation import evaluate
+from canonical.learning.keras_model import from_keras_model
 from canonical.learning.model import BatchOutput
 from canonical.learning.model import FunctionalModel
 from canonical.learning.model import ModelWeights
@@ -25,6 +26,20 @@ from canonical.learning.server_update import server_update
 __all__ = [
     'BatchOutput', 'ClientOutput', 'FunctionalModel', 'ModelWeights',
     'Optimizer', 'adagrad', 'adam', 'client_update', 'evaluate',
+    'from_keras_model',
     'keras_optimizers', 'losses', 'models', 'optimizers', 'rmsprop',
     'server_update', 'sgd', 'split_batch',
 ]
+
+
+def __getattr__(name):
+  """TFF's `tff.learning.build_federated_averaging_process` and
+  `tff.learning.framework`, imported on first use: they build on
+  `canonical.fedavg`, which itself imports this package."""
+  import importlib  # pylint: disable=g-import-not-at-top
+  if name == 'build_federated_averaging_process':
+    return importlib.import_module(
+        'canonical.learning.tff_learning').build_federated_averaging_process
+  if name == 'framework':
+    return importlib.import_module('canonical.learning.framework')
+  raise AttributeError(f'module {__name__!r} has no attribute {name!r}')

@@ -35,6 +35,19 @@ def _sparse_categorical_crossentropy(labels, logits):
       labels=_class_ids(labels, logits), logits=logits)
 
 
+# Keras clips probabilities to [eps, 1 - eps] before their log.
+_KERAS_EPSILON = 1e-7
+
+
+def _sparse_categorical_crossentropy_of_probabilities(labels, probabilities):
+  """Keras's cross-entropy on probabilities (`from_logits=False`): clipped to
+  [eps, 1 - eps], then the softmax cross-entropy of their logs, which
+  renormalizes rows that do not sum to 1 (as Keras does)."""
+  probabilities = tf.clip_by_value(tf.cast(probabilities, tf.float32),
+                                   _KERAS_EPSILON, 1.0 - _KERAS_EPSILON)
+  return _sparse_categorical_crossentropy(labels, tf.math.log(probabilities))
+
+
 def _mean_squared_error(labels, outputs):
   outputs = tf.cast(outputs, tf.float32)
   labels = tf.reshape(tf.cast(labels, tf.float32), tf.shape(outputs))
@@ -56,11 +69,52 @@ LOSSES = {
         class_labels=True),
     'mean_squared_error': Loss(
         'mean_squared_error', _mean_squared_error, class_labels=False),
+    'sparse_categorical_crossentropy_of_probabilities': Loss(
+        'sparse_categorical_crossentropy_of_probabilities',
+        _sparse_categorical_crossentropy_of_probabilities, class_labels=True),
 }
 
 METRICS = {
     'accuracy': Metric('accuracy', 'correct', _correct, needs_class_labels=True),
+    # Keras's SparseCategoricalAccuracy: the same count, under Keras's name.
+    'sparse_categorical_accuracy': Metric(
+        'sparse_categorical_accuracy', 'correct', _correct,
+        needs_class_labels=True),
 }
+
+
+def from_keras_loss(loss):
+  """The pure loss a Keras loss object (or its name) computes per example.
+
+  SparseCategoricalCrossentropy (logits or probabilities) and
+  MeanSquaredError translate; anything else is a ValueError naming it.
+  """
+  if isinstance(loss, (str, Loss)):
+    return get_loss(loss)
+  name = type(loss).__name__
+  config = loss.get_config() if hasattr(loss, 'get_config') else {}
+  if name == 'SparseCategoricalCrossentropy':
+    if config.get('ignore_class') is not None:
+      raise ValueError('Keras SparseCategoricalCrossentropy with ignore_class '
+                       'has no pure counterpart here.')
+    return LOSSES['sparse_categorical_crossentropy' if config.get(
+        'from_logits') else 'sparse_categorical_crossentropy_of_probabilities']
+  if name == 'MeanSquaredError':
+    return LOSSES['mean_squared_error']
+  raise ValueError(f'Keras loss {name} has no pure counterpart here; use '
+                   'SparseCategoricalCrossentropy or MeanSquaredError, or a '
+                   f'name in {sorted(LOSSES)}.')
+
+
+def from_keras_metric(metric):
+  """The pure metric a Keras metric object (or its name) counts."""
+  if isinstance(metric, (str, Metric)):
+    return metric
+  name = type(metric).__name__
+  if name == 'SparseCategoricalAccuracy':
+    return METRICS['sparse_categorical_accuracy']
+  raise ValueError(f'Keras metric {name} has no pure counterpart here; use '
+                   f'SparseCategoricalAccuracy or a name in {sorted(METRICS)}.')
 
 
 def get_loss(name):

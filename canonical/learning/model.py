@@ -98,7 +98,8 @@ class FunctionalModel:
   """
 
   def __init__(self, keras_model, loss='sparse_categorical_crossentropy',
-               metrics=('accuracy',), model_fn=None, seed=None):
+               metrics=('accuracy',), model_fn=None, seed=None,
+               batch_spec=None):
     if not getattr(keras_model, 'inputs', None):
       raise ValueError(
           'The Keras model has no symbolic inputs: build it as a Sequential '
@@ -109,6 +110,7 @@ class FunctionalModel:
     self._model_fn = model_fn
     self._seed = seed
     self._initial_weights = _numpy_weights(keras_model)
+    self._batch_spec = batch_spec
 
   @classmethod
   def from_keras(cls, model_fn, loss='sparse_categorical_crossentropy',
@@ -162,7 +164,10 @@ class FunctionalModel:
 
   @property
   def batch_spec(self):
-    """Spec of one `(x, y)` batch; `tf.data.DatasetSpec(batch_spec)` types a dataset."""
+    """Spec of one `(x, y)` batch (or the `{'x', 'y'}` one given);
+    `tf.data.DatasetSpec(batch_spec)` types a dataset."""
+    if self._batch_spec is not None:
+      return self._batch_spec
     return (self.input_spec, self.label_spec)
 
   def initial_weights(self, seed=None):
