@@ -159,3 +159,20 @@ def _plain_process():
     return state, cf.federated_sum(data)
 
   return cf.IterativeProcess(_init, next_fn)
+
+
+@pytest.mark.slow
+def test_secure_rounds_run_in_the_sandbox(tmp_path):
+  """With isolation, every piece (secure_parameters too) runs in the
+  sandbox process and the protocol's stages around it are unchanged."""
+  data = _data(6, seed=7)
+  beam_runner.write_client_data(tmp_path / 'clients', data)
+  form = compiler.compile(_mixed_process())
+  result = beam_runner.run(form, str(tmp_path / 'clients'), 1, 4,
+                           tmp_path / 'run', progress=QUIET,
+                           clients_per_element=2,
+                           isolation=beam_runner.Isolation(120, 2048))
+  sampled = run_dir.RunDir(tmp_path / 'run').clients(1)
+  total = np.sum([data[c] for c in sampled], axis=0)
+  assert result.outcomes[0]['metrics']['max_input'] == total.tolist()
+  assert result.outcomes[0]['metrics']['modular'] == (total % 7).tolist()
