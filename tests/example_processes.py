@@ -194,3 +194,15 @@ def client_state_process(residual_scale=1.0):
 
 def client_state_data():
   return {k: v * 3 for k, v in random_floats(8, 5).items()}
+
+
+def mean_process(mean, value_spec):
+  """An IterativeProcess running the mean process `mean` alone: each client
+  holds a (value, weight) pair; the metrics are the mean."""
+
+  @cf.federated_computation(cf.server(mean.state_spec),
+                            cf.clients((value_spec, F)))
+  def next_fn(state, data):
+    return mean.next(state, data[0], data[1])
+
+  return cf.IterativeProcess(mean.initialize, next_fn)

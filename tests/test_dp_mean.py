@@ -11,20 +11,15 @@ from canonical import fedavg
 from canonical import local_runner
 from canonical import privacy
 
+import example_processes
+
 SPEC = {'kernel': tf.TensorSpec([50, 20], tf.float32),
         'bias': tf.TensorSpec([20], tf.float32)}
-W = tf.TensorSpec([], tf.float32)
 
 
 def _process(**kwargs):
   mean = fedavg.build_dp_mean_process(SPEC, **kwargs)
-
-  @cf.federated_computation(cf.server(mean.state_spec),
-                            cf.clients((SPEC, W)))
-  def next_fn(state, data):
-    return mean.next(state, data[0], data[1])
-
-  return cf.IterativeProcess(mean.initialize, next_fn), mean
+  return example_processes.mean_process(mean, SPEC), mean
 
 
 def _clients(n, scale, seed=0):

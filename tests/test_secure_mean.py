@@ -15,20 +15,15 @@ from beam_runner import testing
 from canonical import fedavg
 from canonical import local_runner
 
+import example_processes
+
 SPEC = {'kernel': tf.TensorSpec([40, 10], tf.float32),
         'bias': tf.TensorSpec([10], tf.float32)}
-W = tf.TensorSpec([], tf.float32)
 
 
 def _process(**kwargs):
   mean = fedavg.build_secure_mean_process(SPEC, **kwargs)
-
-  @cf.federated_computation(cf.server(mean.state_spec),
-                            cf.clients((SPEC, W)))
-  def next_fn(state, data):
-    return mean.next(state, data[0], data[1])
-
-  return cf.IterativeProcess(mean.initialize, next_fn)
+  return example_processes.mean_process(mean, SPEC)
 
 
 def _clients(n, scale, seed=0):
