@@ -206,3 +206,12 @@ def mean_process(mean, value_spec):
     return mean.next(state, data[0], data[1])
 
   return cf.IterativeProcess(mean.initialize, next_fn)
+
+
+def weighted_clients(value_spec, n, scale, seed=0):
+  """`n` clients' (value, weight) pairs: normal values of stddev `scale`
+  shaped like `value_spec`, integer weights 1..49 as float32."""
+  rng = np.random.default_rng(seed)
+  return [(tf.nest.map_structure(
+      lambda s: rng.normal(0, scale, s.shape).astype(np.float32), value_spec),
+           np.float32(rng.integers(1, 50))) for _ in range(n)]

@@ -23,10 +23,7 @@ def _process(**kwargs):
 
 
 def _clients(n, scale, seed=0):
-  rng = np.random.default_rng(seed)
-  return [({'kernel': rng.normal(0, scale, [50, 20]).astype(np.float32),
-            'bias': rng.normal(0, scale, [20]).astype(np.float32)},
-           np.float32(rng.integers(1, 50))) for _ in range(n)]
+  return example_processes.weighted_clients(SPEC, n, scale, seed)
 
 
 def _flat(value):
