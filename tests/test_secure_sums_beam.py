@@ -71,13 +71,14 @@ def test_the_aggregation_sees_only_masked_inputs(monkeypatch, tmp_path):
   inputs = {c: np.asarray(v, np.uint64) for c, v in data.items()}
   for values, contributors in spy.masked:
     assert len(values) == 3 and all(v.dtype == np.uint64 for v in values)
-    # Not any client's input, nor the sum of the inputs it holds.
+    # Not any client's input, nor the sum of the inputs it holds. Only the
+    # exact sums' leaves (moduli >= 161: a chance match of 3 uniform values
+    # has odds below 1e-6); modulo 7, masked values match 1 time in 343.
     partial = sum(inputs[c] for c in contributors)
-    for leaf in values:
+    for leaf in values[:2]:
       for value in inputs.values():
         assert not np.array_equal(leaf, value)
       assert not np.array_equal(leaf, partial)
-      assert not np.array_equal(leaf, partial % 7)
   metrics = result.outcomes[0]['metrics']
   total = np.sum(list(data.values()), axis=0)
   assert metrics['bitwidth'] == total.tolist()
