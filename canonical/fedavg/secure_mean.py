@@ -81,8 +81,8 @@ def build_secure_mean_process(value_spec, bits=8, clip=0.1, rotate=True,
 
   def rotation_seed(round_number, index):
     """The same at every client of a round; new each round and tensor."""
-    return seeds.client_seed(seeds.client_seed(seeds.initial_seed(seed),
-                                               round_number), index)
+    return seeds.fold_in(seeds.fold_in(seeds.initial_seed(seed),
+                                       round_number), index)
 
   def encode_at_client(value, weight, state):
     round_number, clip_now = state

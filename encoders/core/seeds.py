@@ -85,7 +85,7 @@ def params_seed(seed=None):
   `seed`, or drawn afresh on every call when `seed` is None.
   """
   if is_pure():
-    return _fold_in(initial_seed(seed or 0), _PURE_ROUND.get())
+    return fold_in(initial_seed(seed or 0), _PURE_ROUND.get())
   if seed is not None:
     return initial_seed(seed)
   return _fresh([2])
@@ -99,8 +99,8 @@ def encode_seed(seed, x):
   Otherwise folds in a fresh draw, so every call differs.
   """
   if is_pure():
-    return _fold_in(client_seed(seed, x), _PURE_ROUND.get())
-  return _fold_in(seed, _fresh([]))
+    return fold_in(client_seed(seed, x), _PURE_ROUND.get())
+  return fold_in(seed, _fresh([]))
 
 
 def fingerprint(x):
@@ -118,12 +118,12 @@ def fingerprint(x):
 
 def client_seed(seed, x):
   """Folds a fingerprint of `x` into `seed`: independent noise per input."""
-  return _fold_in(seed, fingerprint(x))
+  return fold_in(seed, fingerprint(x))
 
 
 def next_seed(seed):
   """The seed of the next round, for stages that keep their seed as state."""
-  return _fold_in(seed, tf.constant(1, tf.int64))
+  return fold_in(seed, tf.constant(1, tf.int64))
 
 
 def noise_source():
@@ -162,11 +162,12 @@ def _fresh(shape):
   base, draws = source
   draws[0] += 1
   return tf.random.stateless_uniform(
-      shape, seed=_fold_in(base, draws[0]), minval=None, maxval=None,
+      shape, seed=fold_in(base, draws[0]), minval=None, maxval=None,
       dtype=tf.int64, alg=ALGORITHM)
 
 
-def _fold_in(seed, data):
+def fold_in(seed, data):
+  """`seed` ([2] int64) with `data` folded in: a new, independent seed."""
   folded = tf.random.experimental.stateless_fold_in(
       tf.cast(seed, tf.int64), tf.cast(data, tf.int64), alg=ALGORITHM)
   return tf.cast(folded, tf.int64)

@@ -69,11 +69,6 @@ def _check_real(stage_name, arg_name, value, low, high, low_open=True,
   return value
 
 
-def _fold(seed, data):
-  return tf.random.experimental.stateless_fold_in(
-      tf.cast(seed, tf.int64), tf.cast(data, tf.int64), alg=seeds.ALGORITHM)
-
-
 class _NoiseSeeds:
   """Where a noisy stage's seeds come from (see the module docstring)."""
 
@@ -115,7 +110,7 @@ def _noised_sum(values, decode_params, stddev_key, seed_key):
   Folding in a fingerprint of the aggregate gives two tensors noised in the
   same round independent draws even when their stages share a seed.
   """
-  seed = seeds.client_seed(_fold(decode_params[seed_key], _AGGREGATE_NOISE),
+  seed = seeds.client_seed(seeds.fold_in(decode_params[seed_key], _AGGREGATE_NOISE),
                            values)
   return add_gaussian_noise(values, decode_params[stddev_key], seed)
 
@@ -362,7 +357,7 @@ class AdaptiveL2ClippingEncodingStage(
     below = tf.cast(state_update_tensors[self.BELOW_CLIP_STATE_UPDATE_KEY],
                     tf.float32)
     if self._indicator_stddev > 0:
-      seed = _fold(self._round_seed(round_number), _INDICATOR_NOISE)
+      seed = seeds.fold_in(self._round_seed(round_number), _INDICATOR_NOISE)
       noisy = add_gaussian_noise(below, self._indicator_stddev, seed)
       fraction = tf.clip_by_value(noisy / self._expected_clients, 0.0, 1.0)
     else:
@@ -407,4 +402,4 @@ class AdaptiveL2ClippingEncodingStage(
 
   def _round_seed(self, round_number):
     """Differs every round even where the process sets no `noise_round`."""
-    return _fold(self._seeds.round_seed(), round_number)
+    return seeds.fold_in(self._seeds.round_seed(), round_number)

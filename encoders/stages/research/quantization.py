@@ -97,10 +97,7 @@ def _dither_nonce(params_seed, x):
 
 
 def _dither_seed(params_seed, nonce):
-  return tf.cast(
-      tf.random.experimental.stateless_fold_in(
-          tf.cast(params_seed, tf.int64), tf.cast(nonce, tf.int64),
-          alg=seeds.ALGORITHM), tf.int64)
+  return seeds.fold_in(params_seed, nonce)
 
 
 class _DitheredQuantization:
