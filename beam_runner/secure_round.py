@@ -407,6 +407,11 @@ class _ServerStepFn(round_pipeline._AnyOutput, beam.DoFn):  # pylint: disable=pr
     outcome['failed'] = f'secure aggregation: {message}'
     round_pipeline.write_outcome(self._plan.attempt, outcome)
 
+  def _threshold(self):
+    """The round's threshold, as `SecureRound.start` published it."""
+    return json.loads(storage.read_bytes(
+        self._plan.secure.round_path))['threshold']
+
   def _batches(self, clients):
     """The round's batches, each with only `clients`."""
     for tasks in self._plan.batches:
@@ -426,7 +431,7 @@ class RosterFn(_ServerStepFn):
     advertisements = stats.pop('advertisements')
     storage.write_bytes(secure.aggregate_path, tensor_io.encode(arrays or []))
     storage.write_bytes(secure.stats_path, json.dumps(stats).encode())
-    threshold = json.loads(storage.read_bytes(secure.round_path))['threshold']
+    threshold = self._threshold()
     if len(advertisements) < threshold:
       self._fail(stats, f'{len(advertisements)} clients advertised keys, '
                         f'fewer than the threshold {threshold}')
@@ -464,7 +469,7 @@ class UnmaskRequestFn(_ServerStepFn):
     storage.write_bytes(secure.masked_path, tensor_io.encode(values))
     storage.write_bytes(secure.contributors_path,
                         json.dumps(contributors).encode())
-    threshold = json.loads(storage.read_bytes(secure.round_path))['threshold']
+    threshold = self._threshold()
     if len(contributors) < threshold:
       stats = json.loads(storage.read_bytes(secure.stats_path))
       self._fail(stats, f'{len(contributors)} clients sent masked inputs, '

@@ -18,6 +18,7 @@ from canonical import computations
 from canonical import intrinsics
 from canonical import privacy
 from canonical import types as ft
+from canonical.fedavg import mean as mean_lib
 from canonical.fedavg import measured_process
 from canonical.fedavg import specs
 from encoders.core import seeds
@@ -26,7 +27,7 @@ from encoders.stages import clipping
 tf_computation = specs.tf_computation
 federated_computation = computations.federated_computation
 
-WEIGHT_SPEC = tf.TensorSpec([], tf.float32)
+WEIGHT_SPEC = mean_lib.WEIGHT_SPEC
 _KEY = clipping.AdaptiveL2ClippingEncodingStage.ENCODED_VALUES_KEY
 
 

@@ -24,6 +24,7 @@ import tensorflow as tf
 from canonical import computations
 from canonical import intrinsics
 from canonical import types as ft
+from canonical.fedavg import mean as mean_lib
 from canonical.fedavg import measured_process
 from canonical.fedavg import specs
 from encoders.core import seeds
@@ -32,7 +33,7 @@ from encoders.stages import rotation as rotation_lib
 tf_computation = specs.tf_computation
 federated_computation = computations.federated_computation
 
-WEIGHT_SPEC = tf.TensorSpec([], tf.float32)
+WEIGHT_SPEC = mean_lib.WEIGHT_SPEC
 # How fast the range follows the clipped fraction: exp(rate * (f - target)).
 _ADAPT_RATE = 10.0
 

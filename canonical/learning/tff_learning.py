@@ -25,11 +25,12 @@ def build_federated_averaging_process(model_fn, client_optimizer_fn,
   (Keras optimizers translated) with TFF's metrics structure."""
   kwargs = {} if server_optimizer_fn is None else {
       'server_optimizer_fn': server_optimizer_fn}
-  inner = averaging.build_federated_averaging_process(
-      model_fn, client_optimizer_fn, broadcast_process=broadcast_process,
-      aggregation_process=aggregation_process, **kwargs)
+  # Built once here: the inner builder takes the model itself.
   model = specs.functional_model_of(model_fn,
                                     'build_federated_averaging_process')
+  inner = averaging.build_federated_averaging_process(
+      model, client_optimizer_fn, broadcast_process=broadcast_process,
+      aggregation_process=aggregation_process, **kwargs)
   names = [m.name for m in model.metrics] + ['loss']
 
   def tff_metrics(metrics):
