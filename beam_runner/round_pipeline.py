@@ -391,8 +391,8 @@ class UpdateFn(_FormFn, beam.DoFn):
     self._min_clients = min_clients
 
   def process(self, aggregate):
-    """`aggregate`: the merged partial; with secure sums, the unmasking
-    responses (the partial waits in the round's files)."""
+    """`aggregate`: the merged partial; with secure sums, the files of the
+    unmasking responses (the partial waits in the round's files)."""
     started_at = time.time()
     start = time.perf_counter()
     form, attempt = self.form(), self._plan.attempt

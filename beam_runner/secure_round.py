@@ -28,8 +28,9 @@ round's attempt, so each step recomputes its earlier draws on whatever worker
 runs it; its secure input, and after masking the shares it decrypted, wait
 like its state in the run directory: in this simulation that directory is
 the clients' devices' storage, and no server step reads a secret, an input
-or a held share. Server messages travel as files of
-the attempt (`secure/`), deleted when the round commits.
+or a held share. Messages (the server's, and the clients' n^2 shares) travel
+as files of the attempt (`secure/`), deleted when the round commits; the
+pipeline carries only their paths.
 """
 
 import json
@@ -121,9 +122,9 @@ class SecureRound:
     stats = json.loads(storage.read_bytes(self.stats_path))
     return tensor_io.decode(storage.read_bytes(self.aggregate_path)), stats
 
-  def unmask(self, form, responses):
+  def unmask(self, form, response_files):
     """The secure sums, in their dtypes, from the masked total and the
-    contributors' encoded unmasking shares."""
+    files of the contributors' unmasking shares."""
     the_round = round_of(form, self)
     the_roster = roster(self)
     contributors = json.loads(storage.read_bytes(self.contributors_path))
@@ -132,7 +133,8 @@ class SecureRound:
                              frozenset(contributors))
     flat = secagg.unmask(the_round.config, the_roster,
                          sorted(a.sender for a in the_roster), total,
-                         [secagg.wire.from_bytes(m) for m in responses])
+                         [m for path in response_files
+                          for m in _read_messages(path)])
     return secure_sums.as_results(form.secure_sums, flat,
                                   form.secure_update_spec)
 
@@ -286,7 +288,11 @@ class Client:
 
 
 class _ClientStepFn(round_pipeline._FormFn, beam.DoFn):  # pylint: disable=protected-access
-  """A client step over a batch: yields the batch's messages as one list."""
+  """A client step over a batch: writes the batch's messages to one file of
+  the attempt and yields its path (a round of n clients sends n^2 shares:
+  they travel as files, not as pipeline values)."""
+
+  STEP = None  # The messages' directory under the attempt's secure/.
 
   def __init__(self, source, storage_options, secure_round):
     self._source = source
@@ -298,7 +304,10 @@ class _ClientStepFn(round_pipeline._FormFn, beam.DoFn):  # pylint: disable=prote
     messages = []
     for task in tasks:
       messages.extend(self.step(Client(the_round, task.client_id)))
-    yield [secagg.wire.to_bytes(m) for m in messages]
+    path = storage.join(self._secure_round.directory, self.STEP,
+                        client_data.file_name(tasks[0].client_id) + '.jsonl')
+    _write_messages(path, messages)
+    yield [path]
 
   def step(self, client):
     raise NotImplementedError
@@ -306,12 +315,16 @@ class _ClientStepFn(round_pipeline._FormFn, beam.DoFn):  # pylint: disable=prote
 
 class ShareKeysFn(_ClientStepFn):
 
+  STEP = 'shares'
+
   def step(self, client):
     return client.share_keys()[1]
 
 
 class UnmaskFn(_ClientStepFn):
   """Each contributor's shares for the contributor list."""
+
+  STEP = 'responses'
 
   def step(self, client):
     contributors = _cached(self._secure_round.contributors_path,
@@ -379,7 +392,7 @@ class MaskedSumFn(round_pipeline._FormFn, beam.CombineFn):  # pylint: disable=pr
 
 
 class CollectFn(beam.CombineFn):
-  """Concatenates lists of encoded messages."""
+  """Concatenates lists (of the client steps' message files)."""
 
   def create_accumulator(self):
     return []
@@ -445,10 +458,10 @@ class RosterFn(_ServerStepFn):
 class RelayFn(_ServerStepFn):
   """Writes each client's inbox (the shares addressed to it)."""
 
-  def process(self, encoded):
+  def process(self, share_files):
     storage.configure(self._storage_options)
     secure = self._plan.secure
-    shares = [secagg.wire.from_bytes(m) for m in encoded]
+    shares = [m for path in share_files for m in _read_messages(path)]
     # Every client of the roster shared its keys (a failed step fails the
     # round), even one with no peer to send shares to.
     senders = sorted(a.sender for a in roster(secure))
