@@ -3,7 +3,7 @@
     python -m beam_runner run --form form.pb --clients DIR --rounds N \
         --clients-per-round K --output DIR [--seed S] [--min-clients M] \
         [--rounds-per-pipeline R] [--clients-per-element E] \
-        [--secure-threshold T] \
+        [--secure-threshold T] [--secure-neighbors K] \
         [Beam pipeline flags: --runner, --dask_client_address, --s3_*, ...]
     python -m beam_runner write-clients --from MODULE:FUNCTION --output DIR
 
@@ -59,6 +59,10 @@ def _parser():
                    help='a form with secure sums: clients that must send '
                    'masked inputs for a round to unmask them (default: a '
                    'majority of those sampled)')
+  run.add_argument('--secure-neighbors', type=int, default=None,
+                   help='a form with secure sums: each client masks with K '
+                   'ring neighbors (even; SecAgg+) instead of every other '
+                   'client (default)')
   run.add_argument('--isolate', action='store_true',
                    help='run the form\'s pieces in a sandbox process with '
                    'the limits below (for forms you do not trust)')
@@ -129,6 +133,9 @@ def run_command(args, flags):
   if (args.secure_threshold or 0) > args.clients_per_round:
     raise UsageError(f'--secure-threshold {args.secure_threshold} is more '
                      f'than --clients-per-round {args.clients_per_round}.')
+  if args.secure_neighbors is not None and (
+      args.secure_neighbors < 2 or args.secure_neighbors % 2):
+    raise UsageError('--secure-neighbors must be an even number, 2 or more.')
   try:
     if not storage.exists(args.form) or (storage.is_local(args.form) and
                                          not os.path.isfile(args.form)):
@@ -144,7 +151,8 @@ def run_command(args, flags):
       if args.isolate else None,
       rounds_per_pipeline=args.rounds_per_pipeline,
       clients_per_element=args.clients_per_element,
-      secure_threshold=args.secure_threshold, sampling=args.sampling)
+      secure_threshold=args.secure_threshold, sampling=args.sampling,
+      secure_neighbors=args.secure_neighbors)
   print(f'{result.rounds} rounds committed in {result.output_dir}; state: '
         f'{beam_runner.RunDir(result.output_dir).state_path(result.rounds)}')
 

@@ -93,6 +93,7 @@ class RoundPlan:
   batches: list              # Lists of ClientTask: one pipeline element each.
   secure: object = None      # A secure_round.SecureRound: secure sums.
   secure_threshold: int = None  # Survivors needed to unmask (None: most).
+  secure_neighbors: int = None  # Each client's mask peers (None: all).
 
 
 class ClientDropped(Exception):
@@ -474,7 +475,8 @@ def prepare(form, plan, state):
     bits = tensor_io.write_tensors(plan.attempt.broadcast_path,
                                    form.prepare(state))
     if plan.secure is not None:
-      plan.secure.start(form, state, len(plan.sampled), plan.secure_threshold)
+      plan.secure.start(form, state, len(plan.sampled), plan.secure_threshold,
+                        plan.secure_neighbors)
   except Exception as e:  # pylint: disable=broad-except
     write_outcome(plan.attempt, {'failed': f'prepare failed: {_message(e)}'})
     return False

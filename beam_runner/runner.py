@@ -32,6 +32,7 @@ from beam_runner import secure_round
 from beam_runner import tensor_io
 from beam_runner import tensorboard_log
 from canonical import form as form_lib
+from canonical.secagg import graph as secagg_graph
 from canonical import storage
 from canonical import types as ft
 
@@ -100,7 +101,7 @@ def run(form_or_path, client_data, rounds, clients_per_round, output_dir,
         pipeline_options=None, seed=0, min_clients=1, progress=None,
         evaluate=None, on_round=None, rounds_per_pipeline=None,
         clients_per_element=None, non_finite='drop', isolation=None,
-        secure_threshold=None, sampling='fixed'):
+        secure_threshold=None, sampling='fixed', secure_neighbors=None):
   """Runs rounds 1..`rounds` of a form on Beam; returns a `RunResult`.
 
   Args:
@@ -150,6 +151,10 @@ def run(form_or_path, client_data, rounds, clients_per_round, output_dir,
     secure_threshold: for a form with secure sums, how many of a round's
       sampled clients must send masked inputs and unmask them (default: a
       majority); fewer fail the round (see secure_round.py).
+    secure_neighbors: None (each client masks with every other: O(n) work
+      per client) or an even k: each masks with and shares among k ring
+      neighbors (SecAgg+, `canonical.secagg.graph`: O(k)); the threshold
+      then counts among a client's k neighbors and itself.
 
   Each committed round's outcome (metrics, clients ok and dropped with
   reasons, bits broadcast and aggregated, clients per worker, seconds per
@@ -169,6 +174,11 @@ def run(form_or_path, client_data, rounds, clients_per_round, output_dir,
     raise ValueError(f'secure_threshold {secure_threshold} is more than the '
                      f'{clients_per_round} clients sampled per round: no '
                      'round could unmask its secure sums.')
+  if secure_neighbors is not None:
+    try:
+      secagg_graph.check_threshold(secure_threshold or 1, secure_neighbors)
+    except ValueError as e:
+      raise ValueError(f'secure_{e}') from None
   options = engines.pipeline_options_of(pipeline_options)
   if storage.options_of(options):  # Else keep this process's settings.
     storage.configure(options)
@@ -184,9 +194,11 @@ def run(form_or_path, client_data, rounds, clients_per_round, output_dir,
         f'({ft.describe(form.client_output_spec)}), which the Beam runner '
         'does not keep yet; run it with canonical.local_runner, or return '
         'only server state, metrics and client state from next.')
-  if secure_threshold is not None and not form.has_secure_sums:
-    raise form_lib.FormError(f'Form {form.name!r} has no secure sums, so '
-                             'a secure_threshold means nothing for it.')
+  for name, value in (('secure_threshold', secure_threshold),
+                      ('secure_neighbors', secure_neighbors)):
+    if value is not None and not form.has_secure_sums:
+      raise form_lib.FormError(f'Form {form.name!r} has no secure sums, so '
+                               f'a {name} means nothing for it.')
   data = client_data_lib.source_of(client_data)
   if progress is None:
     progress = lambda line: print(line, file=sys.stderr, flush=True)
@@ -221,7 +233,8 @@ def run(form_or_path, client_data, rounds, clients_per_round, output_dir,
         form = source.get()
       loop = _RoundLoop(engine, source, form, data, out, min_clients,
                         evaluate, progress, on_round, clients_per_element,
-                        non_finite, lock, secure_threshold, sampling)
+                        non_finite, lock, secure_threshold, sampling,
+                        secure_neighbors)
       loop.start()
       loop.run(client_ids, clients_per_round, seed, rounds,
                _PipelineSizer(engine, rounds_per_pipeline))
@@ -264,7 +277,7 @@ class _RoundLoop:
 
   def __init__(self, engine, source, form, data, out, min_clients, evaluate,
                progress, on_round, clients_per_element, non_finite, lock,
-               secure_threshold=None, sampling='fixed'):
+               secure_threshold=None, sampling='fixed', secure_neighbors=None):
     self.engine = engine
     self.source = source
     self.form = form
@@ -278,6 +291,7 @@ class _RoundLoop:
     self.non_finite = non_finite
     self.lock = lock
     self.secure_threshold = secure_threshold
+    self.secure_neighbors = secure_neighbors
     self.sampling = sampling
     self.client_states = {}
     self.outcomes = []
@@ -360,7 +374,7 @@ class _RoundLoop:
       plans.append(round_pipeline.RoundPlan(
           attempt, state_path, sampled,
           _split(tasks, elements or self.engine.elements_for(len(tasks))),
-          secure or None, self.secure_threshold))
+          secure or None, self.secure_threshold, self.secure_neighbors))
     return plans
 
   def run_pipeline(self, plans):

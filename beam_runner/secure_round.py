@@ -84,16 +84,18 @@ class SecureRound:
 
   # -- The round pipeline's hooks --------------------------------------------
 
-  def start(self, form, state, num_clients, threshold=None):
-    """Writes the round's public parameters (parameters, moduli, threshold)
-    from the server state S and the number of sampled clients."""
+  def start(self, form, state, num_clients, threshold=None, neighbors=None):
+    """Writes the round's public parameters (parameters, moduli, threshold,
+    the mask graph's degree) from the server state S and the number of
+    sampled clients."""
     parameters = secure_sums.flat_parameters(form.secure_parameters(state))
     moduli = secure_sums.round_moduli(form.secure_sums, parameters,
                                       num_clients, form.secure_update_spec)
     if threshold is None:
-      threshold = secure_sums.default_threshold(num_clients)
+      threshold = secure_sums.default_threshold(num_clients, neighbors)
     storage.write_bytes(self.round_path, json.dumps({
         'parameters': parameters, 'threshold': threshold,
+        'neighbors': neighbors,
         'moduli': [tf.nest.flatten(m) for m in moduli]}).encode())
 
   def keep_input(self, form, client_id, secure_part):
@@ -213,7 +215,7 @@ class Round:
         form.secure_update_spec, fields['moduli']))
     self.config = secure_sums.round_config(
         form.secure_update_spec, moduli, self.threshold,
-        secure_round.round_id)
+        secure_round.round_id, fields.get('neighbors'))
     self.paths = secure_round
 
 

@@ -14,7 +14,7 @@ from canonical import secure_sums
 
 
 def run_round(form, state, client_data, client_states=None, merge_seed=None,
-              secure_threshold=None, secure_seed=None):
+              secure_threshold=None, secure_seed=None, secure_neighbors=None):
   """Runs one round: `(state, metrics)`, then the new `client_states` if the
   form keeps client state, then the `client_outputs` (one per client) if its
   work returns per-client outputs: as `next` returns them.
@@ -25,7 +25,9 @@ def run_round(form, state, client_data, client_states=None, merge_seed=None,
   `client_state_init` makes its state). With `merge_seed`, clients are split into random
   groups whose accumulators merge in a random binary tree; otherwise they fold
   in order. Secure sums need `secure_threshold` surviving clients (default:
-  a majority); `secure_seed` makes their masks reproducible (tests only).
+  a majority); `secure_seed` makes their masks reproducible (tests only);
+  `secure_neighbors=k` masks each client with k ring neighbors only
+  (SecAgg+, `canonical.secagg.graph`) instead of with every other client.
   """
   client_data = list(client_data)
   if form.has_client_state:
@@ -57,7 +59,8 @@ def run_round(form, state, client_data, client_states=None, merge_seed=None,
     secure_results, _ = secure_sums.masked_sum(
         form.secure_sums, secure_sums.flat_parameters(
             form.secure_parameters(state)), secure, form.secure_update_spec,
-        threshold=secure_threshold, seed=secure_seed)
+        threshold=secure_threshold, seed=secure_seed,
+        neighbors=secure_neighbors)
   new_state, metrics = form.update(
       state, form.server_aggregate(aggregate, secure_results))
   result = (new_state, metrics)

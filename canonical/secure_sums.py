@@ -162,11 +162,12 @@ def client_inputs(sums, parameters, value, who, names=None):
                                               parameters, value))
 
 
-def round_config(specs, moduli, threshold, round_id):
+def round_config(specs, moduli, threshold, round_id, neighbors=None):
   """The `secagg.SecAggConfig` every party of a round derives alike."""
   wire_specs = tuple(tf.nest.map_structure(
       lambda s: tf.TensorSpec(s.shape, tf.uint64), spec) for spec in specs)
-  return secagg.make_config(wire_specs, moduli, threshold, round_id)
+  return secagg.make_config(wire_specs, moduli, threshold, round_id,
+                            neighbors)
 
 
 def prepare_round(sums, parameters, values, specs, names=None):
@@ -203,13 +204,16 @@ def flat_parameters(parameters):
   return [[int(p) for p in tf.nest.flatten(entry)] for entry in parameters]
 
 
-def default_threshold(num_clients):
-  """A majority: any more than half of the round's clients can unmask."""
-  return num_clients // 2 + 1
+def default_threshold(num_clients, neighbors=None):
+  """A majority of the clients that hold each client's shares: more than
+  half of the round's clients, or of a client's k neighbors and itself."""
+  holders = num_clients if neighbors is None else min(num_clients,
+                                                      neighbors + 1)
+  return holders // 2 + 1
 
 
 def masked_sum(sums, parameters, values, specs, threshold=None, round_id=0,
-               seed=None):
+               seed=None, neighbors=None):
   """The sums through one round of `canonical.secagg`: every client masks
   its inputs, the aggregation adds masked inputs only, and the survivors'
   shares unmask the sums.
@@ -220,7 +224,9 @@ def masked_sum(sums, parameters, values, specs, threshold=None, round_id=0,
   if not values:
     raise SecureSumError('a secure sum needs at least one client.')
   inputs, moduli = prepare_round(sums, parameters, values, specs)
-  threshold = default_threshold(len(values)) if threshold is None else threshold
+  if threshold is None:
+    threshold = default_threshold(len(values), neighbors)
   result = secagg.secure_sum_round(dict(enumerate(inputs)), moduli,
-                                   threshold, round_id=round_id, seed=seed)
+                                   threshold, round_id=round_id, seed=seed,
+                                   neighbors=neighbors)
   return as_results(sums, result.sum, specs), result

@@ -234,6 +234,23 @@ def test_every_value_reaching_the_aggregation_is_masked(mixed):
   np.testing.assert_array_equal(sums[2], total % 7)
 
 
+def test_the_local_runner_sums_exactly_with_ring_neighbors(mixed):
+  process, form = mixed
+  data = [np.random.default_rng(i).integers(0, 16, 3).astype(np.int32)
+          for i in range(9)]
+  expected = reference.run_round(process, process.initialize.invoke(), data)
+  state = form.initialize()
+  for neighbors in (2, 4):
+    _, metrics = local_runner.run_round(form, state, data, secure_seed=3,
+                                        secure_neighbors=neighbors)
+    for name in ('bitwidth', 'max_input', 'modular'):
+      np.testing.assert_array_equal(metrics[name], expected[1][name])
+  with pytest.raises(secagg.SecAggError, match='threshold 4 is more than the '
+                                               '3 clients'):
+    local_runner.run_round(form, state, data, secure_threshold=4,
+                           secure_neighbors=2)
+
+
 def test_too_few_clients_for_the_threshold_fail_the_round(mixed):
   _, form = mixed
   with pytest.raises(secagg.SecAggError, match='threshold 5 is out of range'):

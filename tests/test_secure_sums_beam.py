@@ -151,6 +151,44 @@ def test_a_threshold_that_cannot_be_met_or_means_nothing_is_refused(tmp_path):
   assert not list(tmp_path.glob('*/rounds'))  # Nothing written.
 
 
+def test_ring_neighbors_sum_exactly_and_share_with_neighbors_only(
+    monkeypatch, tmp_path):
+  """A sparse round (each client masks with 2 ring neighbors) equals the
+  reference; every client's shares went to its 2 neighbors only."""
+  sent = []
+  original = secure_round.ShareKeysFn.step
+  monkeypatch.setattr(secure_round.ShareKeysFn, 'step',
+                      lambda fn, client: sent.append(original(fn, client))
+                      or sent[-1])
+  data = _data(9, seed=8)
+  form = compiler.compile(_mixed_process())
+  result = beam_runner.run(form, data, 1, 9, tmp_path / 'run', seed=1,
+                           progress=QUIET, clients_per_element=2,
+                           secure_neighbors=2)
+  process = _mixed_process()
+  expected = reference.run_round(process, process.initialize.invoke(),
+                                 list(data.values()))[1]
+  for name in ('bitwidth', 'max_input', 'modular'):
+    assert result.outcomes[0]['metrics'][name] == np.asarray(
+        expected[name]).tolist()
+  assert len(sent) == 9 and all(len(messages) == 2 for messages in sent)
+
+
+def test_bad_neighbors_are_refused_before_anything_runs(tmp_path):
+  form = compiler.compile(_mixed_process())
+  with pytest.raises(ValueError, match='secure_neighbors 3: expected None'):
+    beam_runner.run(form, _data(4), 1, 4, tmp_path / 'a', secure_neighbors=3)
+  with pytest.raises(ValueError, match='secure_threshold 4 is more than the 3 '
+                                       'clients'):
+    beam_runner.run(form, _data(4), 1, 4, tmp_path / 'b', secure_threshold=4,
+                    secure_neighbors=2)
+  plain = compiler.compile(_plain_process())
+  with pytest.raises(form_lib.FormError, match='a secure_neighbors means '
+                                               'nothing'):
+    beam_runner.run(plain, _data(4), 1, 4, tmp_path / 'c', secure_neighbors=2)
+  assert not list(tmp_path.glob('*/rounds'))  # Nothing written.
+
+
 def _plain_process():
   import canonical as cf  # pylint: disable=g-import-not-at-top
   from test_secure_sums import I3, STATE, _init  # pylint: disable=g-import-not-at-top

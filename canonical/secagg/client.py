@@ -2,10 +2,11 @@
 
   1. `advertise_keys`: fresh key pairs for this round; publish the public keys.
   2. `share_keys`: draw the self-mask seed b_u; Shamir-share b_u and the mask
-     private key among all advertised clients (threshold t); encrypt each
-     client's shares for it alone.
+     private key among its neighbors (all advertised clients, or its ring
+     neighbors in a sparse round: see `graph`), threshold t; encrypt each
+     neighbor's shares for it alone.
   3. `masked_input`: y_u = x_u + PRG(b_u) + sum_{v > u} PRG(s_uv)
-     - sum_{v < u} PRG(s_uv) mod m, over the clients v that shared keys.
+     - sum_{v < u} PRG(s_uv) mod m, over the neighbors v that shared keys.
   4. `unmasking_shares`: told whose masked inputs the sum holds, reveal for each
      of them the share of its self-mask seed and for each of the others the
      share of its mask private key: one or the other per client, never both.
@@ -18,6 +19,7 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.asymmetric import x25519
 
 from canonical.secagg import config as config_lib
+from canonical.secagg import graph
 from canonical.secagg import keys as keys_lib
 from canonical.secagg import masks
 from canonical.secagg import messages
@@ -49,6 +51,7 @@ class SharingState:
   keys: ClientKeys
   roster: Mapping[Any, messages.KeyAdvertisement]
   points: Mapping[Any, int]
+  neighborhoods: Mapping[Any, frozenset]  # The round's graph over the roster.
   self_mask_seed: bytes = dataclasses.field(repr=False)
   own_shares: tuple = dataclasses.field(repr=False)  # (seed share, key share).
 
@@ -91,13 +94,15 @@ def share_keys(keys, roster, rng=None):
   me, config = keys.client_id, keys.config
   rng = rng or randomness.SystemRandom()
   by_id = _roster_with(keys, roster)
-  if len(by_id) < config.threshold:
-    raise RoundFailedError(messages.ADVERTISE_KEYS, len(by_id),
+  hoods = graph.neighborhoods(config, by_id)
+  holders = sorted(hoods[me] | {me})
+  if len(holders) < config.threshold:
+    raise RoundFailedError(messages.ADVERTISE_KEYS, len(holders),
                            config.threshold)
   points = roster_lib.share_points(by_id)
   seed, seed_polynomial, key_polynomial = _draw_sharing(keys, rng)
   outgoing, own_shares = [], None
-  for client_id in by_id:
+  for client_id in holders:
     x = points[client_id]
     seed_share = shamir.evaluate(seed_polynomial, x)
     key_share = shamir.evaluate(key_polynomial, x)
@@ -110,7 +115,7 @@ def share_keys(keys, roster, rng=None):
         config, keys.cipher_key, by_id[client_id].cipher_public_key, me,
         client_id, plaintext)
     outgoing.append(messages.EncryptedShares(me, client_id, ciphertext))
-  state = SharingState(keys, by_id, points, seed, own_shares)
+  state = SharingState(keys, by_id, points, hoods, seed, own_shares)
   return state, outgoing
 
 
@@ -148,7 +153,9 @@ def sharing_state(keys, roster, rng):
   x = points[keys.client_id]
   own_shares = (shamir.evaluate(seed_polynomial, x),
                 shamir.evaluate(key_polynomial, x))
-  return SharingState(keys, by_id, points, seed, own_shares)
+  return SharingState(keys, by_id, points,
+                      graph.neighborhoods(keys.config, by_id), seed,
+                      own_shares)
 
 
 def receive_shares(state, received):
@@ -168,9 +175,10 @@ def receive_shares(state, received):
     if message.recipient != me:
       raise SecAggError(
           f'client {me!r}: received shares addressed to {message.recipient!r}')
-    if sender == me or sender not in state.roster:
+    if sender not in state.neighborhoods[me]:
       raise SecAggError(f'client {me!r}: unexpected shares from {sender!r} '
-                        '(itself, or a client that advertised no keys)')
+                        '(itself, a client that advertised no keys, or not '
+                        'one of its neighbors)')
     if sender in held:
       raise SecAggError(f'client {me!r}: shares from {sender!r} arrived twice')
     try:
@@ -233,8 +241,10 @@ def unmasking_shares(state, contributors):
 
   Raises:
     RoundFailedError: fewer than t contributors.
-    ProtocolViolationError: the list names a client that did not share keys,
-      leaves out this client, or differs from a list answered before.
+    ProtocolViolationError: the list names a client that advertised no keys
+      or a neighbor that did not share keys, leaves out this client, is not
+      connected in the round's graph (the server could then unmask parts of
+      the sum), or differs from a list answered before.
   """
   me, config = state.sharing.keys.client_id, state.sharing.keys.config
   contributors = list(contributors)
@@ -242,7 +252,9 @@ def unmasking_shares(state, contributors):
     raise ProtocolViolationError(
         f'client {me!r}: the contributor list names a client twice')
   contributors = frozenset(contributors)
-  unknown = contributors - set(state.share_senders)
+  hoods = state.sharing.neighborhoods
+  unknown = (contributors - set(hoods)) | (
+      contributors & (hoods[me] | {me})) - set(state.share_senders)
   if unknown:
     raise ProtocolViolationError(
         f'client {me!r}: contributors {sorted(unknown)} did not share keys '
@@ -260,6 +272,10 @@ def unmasking_shares(state, contributors):
   if len(contributors) < config.threshold:
     raise RoundFailedError(messages.MASKED_INPUT, len(contributors),
                            config.threshold)
+  if not graph.is_connected(hoods, contributors):
+    raise ProtocolViolationError(
+        f'client {me!r}: the contributors are not connected in the round\'s '
+        'graph: unmasking would reveal the sum of each connected part')
   state.answered = contributors
   seed_shares = {u: state.held_shares[u][0] for u in state.share_senders
                  if u in contributors}

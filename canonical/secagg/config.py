@@ -12,6 +12,7 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.python.util import nest
 
+from canonical.secagg import graph
 from canonical.secagg import masks
 from canonical.secagg.errors import SecAggError
 
@@ -40,13 +41,14 @@ class SecAggConfig:
   threshold: int
   leaves: tuple
   structure: Any  # A template of the secure input, for packing the sum.
+  neighbors: Any = None  # None: the complete graph; k: a ring (graph.py).
 
   @property
   def moduli(self):
     return tuple(leaf.modulus for leaf in self.leaves)
 
 
-def make_config(spec, moduli, threshold, round_id=0):
+def make_config(spec, moduli, threshold, round_id=0, neighbors=None):
   """The round's parameters.
 
   Args:
@@ -58,6 +60,9 @@ def make_config(spec, moduli, threshold, round_id=0):
       (and at most the number of clients, which each step checks).
     round_id: an int, str or bytes that differs between rounds (or between
       secure sums of one round), so that masks never repeat.
+    neighbors: None (every client masks with and shares among all others)
+      or an even k >= 2 (the sparse ring of `graph`; then t counts among a
+      client's k neighbors and itself).
   """
   if isinstance(threshold, bool) or not isinstance(threshold, int):
     raise SecAggError(f'threshold {threshold!r} is not an int')
@@ -75,7 +80,8 @@ def make_config(spec, moduli, threshold, round_id=0):
   leaves = tuple(_leaf_spec(path, leaf, modulus)
                  for (path, leaf), modulus in zip(flat_spec, flat_moduli))
   template = tf.nest.pack_sequence_as(spec, [leaf.path for leaf in leaves])
-  return SecAggConfig(round_id, threshold, leaves, template)
+  graph.check_threshold(threshold, neighbors)
+  return SecAggConfig(round_id, threshold, leaves, template, neighbors)
 
 
 def _moduli_like(flat_spec, moduli):

@@ -10,6 +10,7 @@ travel encrypted (ChaCha20-Poly1305), relayed by the server.
 import collections
 import dataclasses
 
+from canonical.secagg import graph
 from canonical.secagg import masks
 from canonical.secagg import messages
 from canonical.secagg import shamir
@@ -28,15 +29,20 @@ def masked_input_bits(config):
 
 
 def client_cost_bits(config, num_clients):
-  """{step: StepBits} for a client of a round of `num_clients`, no dropouts."""
+  """{step: StepBits} for a client of a round of `num_clients`, no dropouts.
+
+  Every client receives the whole roster (it places itself on the ring);
+  shares go to and come from its neighbors only."""
   others = num_clients - 1
+  peers = others if graph.is_complete(config.neighbors, num_clients) else (
+      config.neighbors)
   key_bits = 2 * 8 * messages.PUBLIC_KEY_BYTES
   share_bits = 8 * messages.SHARES_CIPHERTEXT_BYTES
   return {
       messages.ADVERTISE_KEYS: StepBits(key_bits, others * key_bits),
-      messages.SHARE_KEYS: StepBits(others * share_bits, others * share_bits),
+      messages.SHARE_KEYS: StepBits(peers * share_bits, peers * share_bits),
       messages.MASKED_INPUT: StepBits(masked_input_bits(config), 0),
-      messages.UNMASKING: StepBits(num_clients * shamir.FIELD_BITS,
+      messages.UNMASKING: StepBits((peers + 1) * shamir.FIELD_BITS,
                                    num_clients),
   }
 

@@ -12,6 +12,7 @@ from typing import Any
 from canonical.secagg import aggregation
 from canonical.secagg import client
 from canonical.secagg import config as config_lib
+from canonical.secagg import graph
 from canonical.secagg import messages
 from canonical.secagg import randomness
 from canonical.secagg import roster as roster_lib
@@ -33,7 +34,8 @@ class SecureSumResult:
 
 def secure_sum_round(client_inputs, moduli, threshold, *,
                      dropped_before_sharing=(), dropped_before_input=(),
-                     dropped_before_unmasking=(), round_id=0, seed=None):
+                     dropped_before_unmasking=(), round_id=0, seed=None,
+                     neighbors=None):
   """Runs the protocol on `client_inputs`; returns their sum modulo `moduli`.
 
   Args:
@@ -49,6 +51,8 @@ def secure_sum_round(client_inputs, moduli, threshold, *,
     round_id: distinguishes rounds, so masks never repeat.
     seed: None for OS randomness (production); an int, str or bytes for a
       reproducible round (tests only).
+    neighbors: None (every pair of clients masks) or an even k: each client
+      masks with and shares among k ring neighbors (`secagg.graph`).
 
   Returns:
     A `SecureSumResult` whose `sum` is the modular sum of the contributors'
@@ -69,9 +73,10 @@ def secure_sum_round(client_inputs, moduli, threshold, *,
       and not 1 <= threshold <= len(ids)):
     raise SecAggError(f'threshold {threshold} is out of range [1, {len(ids)}] '
                       f'for {len(ids)} clients')
+  graph.check_threshold(threshold, neighbors)
   try:
     config = config_lib.make_config(client_inputs[ids[0]], moduli, threshold,
-                                    round_id)
+                                    round_id, neighbors)
   except SecAggError as e:
     raise SecAggError(f'client {ids[0]!r} (whose input sets the round\'s '
                       f'structure): {e}') from e
@@ -113,6 +118,7 @@ def secure_sum_round(client_inputs, moduli, threshold, *,
     total = aggregation.accumulate(config, total, masked)
   contributors = tuple(sorted(total.contributors))
   server.check_survivors(messages.MASKED_INPUT, len(contributors), threshold)
+  server.check_connected(config, roster, contributors)
 
   # Step 4: unmasking.
   responses = []

@@ -6,19 +6,20 @@ class SecAggError(ValueError):
 
 
 class RoundFailedError(SecAggError):
-  """Fewer clients than the threshold survived a step: the round has no result.
+  """Fewer clients than the threshold survived a step (or the survivors'
+  masks would not hide their parts): the round has no result.
 
   Raised instead of returning anything, so that no partial sum ever escapes.
   """
 
-  def __init__(self, step, survivors, threshold):
+  def __init__(self, step, survivors, threshold, reason=None):
     self.step = step
     self.survivors = survivors
     self.threshold = threshold
-    super().__init__(
-        f'secure aggregation round failed at step {step!r}: {survivors} '
-        f'client(s) survived, fewer than the threshold {threshold}; the round '
-        'has no result')
+    reason = reason or (f'{survivors} client(s) survived, fewer than the '
+                        f'threshold {threshold}')
+    super().__init__(f'secure aggregation round failed at step {step!r}: '
+                     f'{reason}; the round has no result')
 
 
 class ProtocolViolationError(SecAggError):

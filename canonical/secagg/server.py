@@ -4,12 +4,14 @@ The server learns the sum of the contributors' inputs and nothing else: it sees
 public keys, share ciphertexts it cannot open, masked inputs (uniform in
 [0, m)), and for each client exactly one of its two secrets (the self-mask seed
 of a contributor, the mask private key of a client that dropped before its
-input). `unmask` refuses any set of responses that would give it both.
+input). `unmask` refuses any set of responses that would give it both, and
+(in a sparse round) contributors that are not connected in the round's graph.
 """
 
 from cryptography.hazmat.primitives.asymmetric import x25519
 
 from canonical.secagg import config as config_lib
+from canonical.secagg import graph
 from canonical.secagg import keys as keys_lib
 from canonical.secagg import masks
 from canonical.secagg import messages
@@ -24,6 +26,17 @@ def check_survivors(step, survivors, threshold):
   """Fails the round cleanly if fewer than `threshold` clients did `step`."""
   if survivors < threshold:
     raise RoundFailedError(step, survivors, threshold)
+
+
+def check_connected(config, roster, contributors):
+  """Fails the round if the contributors' masks would not hide their parts:
+  ask no client to unmask then."""
+  hoods = graph.neighborhoods(config, roster_lib.index(roster))
+  if not graph.is_connected(hoods, contributors):
+    raise RoundFailedError(
+        messages.MASKED_INPUT, len(contributors), config.threshold,
+        reason='the contributors are not connected in the round\'s graph, so '
+        'unmasking would reveal the sum of each connected part')
 
 
 def relay_shares(encrypted_shares, share_senders):
@@ -47,8 +60,9 @@ def unmask(config, roster, share_senders, masked_sum, responses):
     responses: the `UnmaskingShares` of the contributors still online.
 
   Raises:
-    RoundFailedError: fewer than t contributors, or fewer than t responses;
-      nothing is returned.
+    RoundFailedError: fewer than t contributors, contributors not connected in
+      the round's graph, or fewer than t responders holding shares of some
+      client; nothing is returned.
     ProtocolViolationError: responses that reveal, for one client, both its
       self-mask seed and its mask key, or the wrong one of the two.
     SecAggError: malformed responses, or a reconstructed mask key that does not
@@ -65,13 +79,24 @@ def unmask(config, roster, share_senders, masked_sum, responses):
                       'did not share keys')
   check_survivors(messages.SHARE_KEYS, len(share_senders), config.threshold)
   check_survivors(messages.MASKED_INPUT, len(contributors), config.threshold)
+  check_connected(config, roster, contributors)
+  hoods = graph.neighborhoods(config, by_id)
   values = config_lib.check_flat(config, masked_sum.values, 'masked sum')
-  responses = _check_responses(by_id, share_senders, contributors, responses)
+  responses = _check_responses(by_id, hoods, share_senders, contributors,
+                               responses)
   check_survivors(messages.UNMASKING, len(responses), config.threshold)
-  chosen = sorted(responses, key=lambda r: r.x)[:config.threshold]
-  weights = shamir.lagrange_weights_at_zero(tuple(r.x for r in chosen))
 
   def reconstruct(shares_of, client_id):
+    holders = sorted((r for r in responses
+                      if client_id in getattr(r, shares_of)),
+                     key=lambda r: r.x)
+    if len(holders) < config.threshold:
+      raise RoundFailedError(
+          messages.UNMASKING, len(holders), config.threshold,
+          reason=f'{len(holders)} responders hold shares of client '
+          f'{client_id!r}, fewer than the threshold {config.threshold}')
+    chosen = holders[:config.threshold]
+    weights = shamir.lagrange_weights_at_zero(tuple(r.x for r in chosen))
     secret = sum(w * getattr(r, shares_of)[client_id]
                  for w, r in zip(weights, chosen)) % shamir.PRIME
     if secret >= 2**256:
@@ -92,7 +117,7 @@ def unmask(config, roster, share_senders, masked_sum, responses):
       raise SecAggError(
           f'client {u!r}: its reconstructed mask key does not match its '
           'advertised public key (a corrupted share)')
-    for v in sorted(contributors):
+    for v in sorted(contributors & hoods[u]):
       seed = keys_lib.pair_seed(config, mask_key, u, by_id[v].mask_public_key,
                                 v)
       for i, leaf in enumerate(config.leaves):
@@ -103,7 +128,7 @@ def unmask(config, roster, share_senders, masked_sum, responses):
   return config_lib.pack_output(config, values)
 
 
-def _check_responses(by_id, share_senders, contributors, responses):
+def _check_responses(by_id, hoods, share_senders, contributors, responses):
   """The responses, checked; refuses any revealing both secrets of a client."""
   responses = list(responses)
   points = roster_lib.share_points(by_id)
@@ -140,7 +165,9 @@ def _check_responses(by_id, share_senders, contributors, responses):
         f'{sorted(key_owners & contributors)}, whose inputs are in the sum')
   dropped = share_senders - contributors
   for r in responses:
-    if set(r.self_mask_shares) != contributors or set(r.key_shares) != dropped:
+    held = (hoods[r.sender] | {r.sender}) & share_senders
+    if (set(r.self_mask_shares) != held & contributors
+        or set(r.key_shares) != held & dropped):
       raise SecAggError(
           f'client {r.sender!r}: incomplete response (shares for '
           f'{sorted(set(r.self_mask_shares))} and {sorted(set(r.key_shares))})')

@@ -1,0 +1,190 @@
+"""Sparse secure aggregation (SecAgg+, `neighbors=k`): the ring graph, exact
+sums with dropouts, what each client sends, and the refusals that keep a
+disconnected set of contributors from being unmasked part by part."""
+
+import numpy as np
+import pytest
+
+from canonical import secagg
+from canonical.secagg import graph
+
+
+def _inputs(n, size=4):
+  return {u: np.arange(size, dtype=np.int64) + 10 * u for u in range(n)}
+
+
+def _config(neighbors, threshold=2, round_id=0):
+  return secagg.make_config(np.zeros(4, np.int64), 2**20, threshold,
+                            round_id, neighbors)
+
+
+def _exact(result, inputs, modulus=2**20):
+  expected = sum(inputs[u] for u in result.contributors) % modulus
+  assert np.array_equal(result.sum, expected)
+
+
+# The graph.
+
+@pytest.mark.parametrize('n,k', [(5, 2), (9, 4), (20, 6), (21, 8)])
+def test_the_ring_gives_every_client_k_mutual_neighbors(n, k):
+  hoods = graph.neighborhoods(_config(k), range(n))
+  assert sorted(hoods) == list(range(n))
+  for u, hood in hoods.items():
+    assert len(hood) == k and u not in hood
+    assert all(u in hoods[v] for v in hood)
+  assert graph.is_connected(hoods, range(n))
+
+
+def test_the_ring_order_comes_from_the_round_id():
+  ids = list(range(40))
+  orders = {tuple(graph.ring_order(r, ids)) for r in ('1/a', '2/a', '1/b')}
+  assert len(orders) == 3
+  assert graph.ring_order('1/a', ids) == graph.ring_order('1/a', ids[::-1])
+  assert tuple(graph.ring_order('1/a', ids)) != tuple(ids)
+
+
+@pytest.mark.parametrize('k', [None, 8, 10])
+def test_k_of_at_least_n_minus_1_is_the_complete_graph(k):
+  hoods = graph.neighborhoods(_config(k), range(9))
+  assert all(hood == set(range(9)) - {u} for u, hood in hoods.items())
+
+
+def test_is_connected_sees_a_split_ring():
+  ring = {u: frozenset({(u - 1) % 6, (u + 1) % 6}) for u in range(6)}
+  assert graph.is_connected(ring, [5, 0, 1, 2])  # Two neighbors removed.
+  assert not graph.is_connected(ring, [0, 2, 4])  # Two clients removed.
+  assert not graph.is_connected(ring, [0, 1, 3, 4])
+
+
+@pytest.mark.parametrize('neighbors,match', [
+    (3, 'even int'), (0, 'even int'), (True, 'even int'), ('4', 'even int')])
+def test_bad_neighbors_are_refused(neighbors, match):
+  with pytest.raises(secagg.SecAggError, match=match):
+    _config(neighbors)
+
+
+def test_a_threshold_above_the_neighborhood_is_refused():
+  with pytest.raises(secagg.SecAggError,
+                     match=r'threshold 6 is more than the 5 clients'):
+    _config(4, threshold=6)
+  with pytest.raises(secagg.SecAggError, match='threshold 6 is more'):
+    secagg.secure_sum_round(_inputs(10), 2**20, 6, neighbors=4, seed=0)
+
+
+# Sums.
+
+@pytest.mark.parametrize('n,k,t', [(7, 2, 2), (12, 4, 3), (30, 6, 4),
+                                   (9, 8, 5)])
+def test_sparse_rounds_sum_exactly(n, k, t):
+  inputs = _inputs(n)
+  result = secagg.secure_sum_round(inputs, 2**20, t, neighbors=k, seed=n)
+  assert result.contributors == tuple(range(n))
+  _exact(result, inputs)
+
+
+def test_sparse_rounds_sum_exactly_with_dropouts_at_every_step():
+  inputs = _inputs(30)
+  result = secagg.secure_sum_round(
+      inputs, 2**20, 4, neighbors=8, seed=1, dropped_before_sharing=[3],
+      dropped_before_input=[11, 20], dropped_before_unmasking=[5, 27])
+  assert set(result.contributors) == set(range(30)) - {3, 11, 20}
+  _exact(result, inputs)
+
+
+def test_each_client_talks_to_its_neighbors_only():
+  inputs = _inputs(25, size=10)
+  result = secagg.secure_sum_round(inputs, 2**20, 3, neighbors=4, seed=2)
+  expected = secagg.client_cost_bits(result.config, 25)
+  measured = secagg.measured_cost_bits(result)
+  complete = secagg.client_cost_bits(_config(None), 25)
+  for u in range(25):
+    assert measured[u] == expected, u
+  assert expected['share_keys'].sent == 4 * 8 * (2 * 33 + 16)
+  assert complete['share_keys'].sent == 24 * 8 * (2 * 33 + 16)
+  hoods = graph.neighborhoods(result.config, range(25))
+  for message in result.messages_to_server:
+    if isinstance(message, secagg.EncryptedShares):
+      assert message.recipient in hoods[message.sender]
+
+
+# Refusals.
+
+def _steps(inputs, neighbors, threshold, dropped_before_input=()):
+  """Steps 1-3 by the public step functions, as separate parties would."""
+  ids = sorted(inputs)
+  config = secagg.make_config(inputs[ids[0]], 2**20, threshold, 'r',
+                              neighbors)
+  rng = secagg.SeededRandom(0)
+  keys, roster = {}, []
+  for u in ids:
+    keys[u], advertisement = secagg.advertise_keys(u, config, rng.child(u))
+    roster.append(advertisement)
+  sharing, encrypted = {}, []
+  for u in ids:
+    sharing[u], outgoing = secagg.share_keys(keys[u], roster, rng.child(u, 2))
+    encrypted.extend(outgoing)
+  inbox = secagg.relay_shares(encrypted, ids)
+  masking, total = {}, secagg.aggregation.zero(config)
+  for u in ids:
+    if u not in dropped_before_input:
+      masking[u], masked = secagg.masked_input(sharing[u], inputs[u],
+                                               inbox[u])
+      total = secagg.aggregation.accumulate(config, total, masked)
+  return config, roster, masking, total, encrypted
+
+
+def _split_pair(config, n):
+  """Two clients two apart on the ring: without them, a ring of degree 2
+  falls into two parts."""
+  ring = graph.ring_order(config.round_id, range(n))
+  return ring[0], ring[n // 2]
+
+
+def test_a_disconnected_set_of_contributors_fails_the_round():
+  inputs = _inputs(10)
+  config = _config(2, round_id='r')
+  dropped = _split_pair(config, 10)
+  with pytest.raises(secagg.RoundFailedError, match='not connected'):
+    secagg.secure_sum_round(inputs, 2**20, 2, neighbors=2, round_id='r',
+                            seed=0, dropped_before_input=dropped)
+  # One dropout leaves the ring in one piece: the others' sum is exact.
+  result = secagg.secure_sum_round(inputs, 2**20, 2, neighbors=2,
+                                   round_id='r', seed=0,
+                                   dropped_before_input=dropped[:1])
+  _exact(result, inputs)
+
+
+def test_clients_and_server_refuse_to_unmask_a_disconnected_set():
+  """A server that skipped its own check still gets no shares from any
+  client, and `unmask` refuses the set too."""
+  inputs = _inputs(10)
+  config, roster, masking, total, _ = _steps(
+      inputs, 2, 2, dropped_before_input=_split_pair(_config(2, 2, 'r'), 10))
+  contributors = sorted(total.contributors)
+  for u in contributors:
+    with pytest.raises(secagg.ProtocolViolationError, match='not connected'):
+      secagg.unmasking_shares(masking[u], contributors)
+  with pytest.raises(secagg.RoundFailedError, match='not connected'):
+    secagg.unmask(config, roster, list(range(10)), total, [])
+
+
+def test_shares_from_a_client_that_is_not_a_neighbor_are_refused():
+  inputs = _inputs(12)
+  config, _, masking, _, encrypted = _steps(inputs, 2, 2)
+  hoods = graph.neighborhoods(config, range(12))
+  stranger = next(m for m in encrypted if m.recipient != 0
+                  and m.sender not in hoods[0] and m.sender != 0)
+  forged = secagg.EncryptedShares(stranger.sender, 0, stranger.ciphertext)
+  state = masking[0].sharing
+  with pytest.raises(secagg.SecAggError, match='not one of its neighbors'):
+    secagg.receive_shares(state, [forged])
+
+
+def test_too_few_responders_among_a_clients_neighbors_fail_the_round():
+  """Each client's secret is rebuilt from its own neighbors' shares: with
+  k=2 and t=3, a neighbor that does not respond leaves too few."""
+  inputs = _inputs(8)
+  with pytest.raises(secagg.RoundFailedError,
+                     match='responders hold shares of client'):
+    secagg.secure_sum_round(inputs, 2**20, 3, neighbors=2, seed=0,
+                            dropped_before_unmasking=[4])
