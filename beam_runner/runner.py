@@ -154,7 +154,9 @@ def run(form_or_path, client_data, rounds, clients_per_round, output_dir,
     secure_neighbors: None (each client masks with every other: O(n) work
       per client) or an even k: each masks with and shares among k ring
       neighbors (SecAgg+, `canonical.secagg.graph`: O(k)); the threshold
-      then counts among a client's k neighbors and itself.
+      then counts among a client's k neighbors and itself. 'auto': the
+      smallest k for the round's clients that fails below 1e-6 at 5%
+      dropouts (`graph.neighbors_for`).
 
   Each committed round's outcome (metrics, clients ok and dropped with
   reasons, bits broadcast and aggregated, clients per worker, seconds per
@@ -175,8 +177,10 @@ def run(form_or_path, client_data, rounds, clients_per_round, output_dir,
                      f'{clients_per_round} clients sampled per round: no '
                      'round could unmask its secure sums.')
   if secure_neighbors is not None:
-    try:
-      secagg_graph.check_threshold(secure_threshold or 1, secure_neighbors)
+    try:  # 'auto' by the sampled count: Poisson rounds resolve their own.
+      secagg_graph.check_threshold(
+          secure_threshold or 1,
+          secagg_graph.resolve(secure_neighbors, clients_per_round))
     except ValueError as e:
       raise ValueError(f'secure_{e}') from None
   options = engines.pipeline_options_of(pipeline_options)

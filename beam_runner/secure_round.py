@@ -33,6 +33,7 @@ as files of the attempt (`secure/`), deleted when the round commits; the
 pipeline carries only their paths.
 """
 
+import functools
 import json
 import os
 import threading
@@ -91,6 +92,7 @@ class SecureRound:
     parameters = secure_sums.flat_parameters(form.secure_parameters(state))
     moduli = secure_sums.round_moduli(form.secure_sums, parameters,
                                       num_clients, form.secure_update_spec)
+    neighbors = secagg.graph.resolve(neighbors, num_clients)
     if threshold is None:
       threshold = secure_sums.default_threshold(num_clients, neighbors)
     storage.write_bytes(self.round_path, json.dumps({
@@ -111,7 +113,7 @@ class SecureRound:
       raise round_pipeline.ClientDropped(round_pipeline.SECURE_INPUT,
                                          str(e)) from e
     tensor_io.write_tensors(self.input_path(client_id), value)
-    return secagg.wire.to_bytes(Client(the_round, client_id).advertisement
+    return secagg.wire.to_bytes(client_of(the_round, client_id).advertisement
                                 ).decode()
 
   def masked_bits(self, form):
@@ -150,8 +152,13 @@ class SecureRound:
       return pcoll
 
     def collect(pcoll, step):
-      return pcoll | f'{name}{step}' >> beam.CombineGlobally(
-          CollectFn()).without_defaults()
+      # All the paths in one list: a GroupByKey is cheaper to build and run
+      # than a CombineGlobally, and no partial needs combining.
+      return (pcoll
+              | f'{name}{step}Key' >> beam.Map(lambda paths: (None, paths))
+              | f'{name}{step}' >> beam.GroupByKey()
+              | f'{name}{step}Flat' >> beam.MapTuple(
+                  lambda _, lists: [p for paths in lists for p in paths]))
 
     aggregate = (elements
                  | f'{name}Work' >> beam.ParDo(work)
@@ -189,19 +196,26 @@ def _write_messages(path, messages):
                                        for m in messages))
 
 
-_CACHE = {}
-_CACHE_LOCK = threading.Lock()
+class _Cache:
+  """`load(key)`, once per process and key: runners may make new DoFns for
+  every element. Emptied when it holds more than `most`."""
+
+  def __init__(self, most):
+    self._most = most
+    self._values = {}
+    self._lock = threading.Lock()
+
+  def get(self, key, load):
+    with self._lock:
+      if key not in self._values:
+        if len(self._values) >= self._most:
+          self._values.clear()
+        self._values[key] = load(key)
+      return self._values[key]
 
 
-def _cached(path, load):
-  """`load(path)`, once per process and path: runners may make new DoFns for
-  every element."""
-  with _CACHE_LOCK:
-    if path not in _CACHE:
-      if len(_CACHE) > 16:
-        _CACHE.clear()
-      _CACHE[path] = load(path)
-    return _CACHE[path]
+_FILES = _Cache(16)  # The round's parameters, roster, contributors.
+_CLIENTS = _Cache(1 << 14)  # Clients' keys: each worker's share of a round.
 
 
 class Round:
@@ -220,11 +234,11 @@ class Round:
 
 
 def round_of(form, secure_round):
-  return _cached(secure_round.round_path, lambda _: Round(form, secure_round))
+  return _FILES.get(secure_round.round_path, lambda _: Round(form, secure_round))
 
 
 def roster(secure_round):
-  return tuple(_cached(secure_round.roster_path, _read_messages))
+  return tuple(_FILES.get(secure_round.roster_path, _read_messages))
 
 
 # ---------------------------------------------------------------------------
@@ -246,6 +260,13 @@ def _secret(secure_round, client_id):
   return storage.read_bytes(path)
 
 
+def client_of(the_round, client_id):
+  """The client's draws in this round: made once per process (its keys
+  are the costly part), the same on every worker."""
+  return _CLIENTS.get((the_round.paths.round_path, client_id),
+                     lambda _: Client(the_round, client_id))
+
+
 class Client:
   """One client's draws in one round, redrawn by each step from its secret:
   the same keys and shares on every worker."""
@@ -263,6 +284,7 @@ class Client:
     return secagg.share_keys(self.keys, roster(self.round.paths),
                              self._rng.child('share'))
 
+  @functools.cached_property
   def sharing_state(self):
     """Its state after step 2, redrawn without encrypting."""
     return secagg.sharing_state(self.keys, roster(self.round.paths),
@@ -285,7 +307,7 @@ class Client:
         self.round.paths.held_path(self.id)))
     held = {u: (int(seed, 16), int(key, 16)) for u, seed, key in
             fields['held']}
-    return secagg.MaskingState(self.sharing_state(),
+    return secagg.MaskingState(self.sharing_state,
                                tuple(fields['share_senders']), held)
 
 
@@ -305,7 +327,7 @@ class _ClientStepFn(round_pipeline._FormFn, beam.DoFn):  # pylint: disable=prote
     the_round = round_of(self.form(), self._secure_round)
     messages = []
     for task in tasks:
-      messages.extend(self.step(Client(the_round, task.client_id)))
+      messages.extend(self.step(client_of(the_round, task.client_id)))
     path = storage.join(self._secure_round.directory, self.STEP,
                         client_data.file_name(tasks[0].client_id) + '.jsonl')
     _write_messages(path, messages)
@@ -329,7 +351,7 @@ class UnmaskFn(_ClientStepFn):
   STEP = 'responses'
 
   def step(self, client):
-    contributors = _cached(self._secure_round.contributors_path,
+    contributors = _FILES.get(self._secure_round.contributors_path,
                            lambda p: json.loads(storage.read_bytes(p)))
     return [secagg.unmasking_shares(client.kept(), contributors)]
 
@@ -350,8 +372,8 @@ class MaskFn(_ClientStepFn):
           self._secure_round.input_path(task.client_id), spec,
           what='secure input')
       value = tf.nest.map_structure(lambda t: t.numpy(), value)
-      client = Client(the_round, task.client_id)
-      masking, masked = secagg.masked_input(client.sharing_state(), value,
+      client = client_of(the_round, task.client_id)
+      masking, masked = secagg.masked_input(client.sharing_state, value,
                                             client.inbox())
       client.keep(masking)
       total = secagg.aggregation.accumulate(the_round.config, total, masked)
@@ -391,23 +413,6 @@ class MaskedSumFn(round_pipeline._FormFn, beam.CombineFn):  # pylint: disable=pr
 
 # ---------------------------------------------------------------------------
 # The server's steps after each combine.
-
-
-class CollectFn(beam.CombineFn):
-  """Concatenates lists (of the client steps' message files)."""
-
-  def create_accumulator(self):
-    return []
-
-  def add_input(self, accumulator, messages):
-    accumulator.extend(messages)
-    return accumulator
-
-  def merge_accumulators(self, accumulators):
-    return [m for a in accumulators for m in a]
-
-  def extract_output(self, accumulator):
-    return accumulator
 
 
 class _ServerStepFn(round_pipeline._AnyOutput, beam.DoFn):  # pylint: disable=protected-access

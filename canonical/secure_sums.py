@@ -224,6 +224,7 @@ def masked_sum(sums, parameters, values, specs, threshold=None, round_id=0,
   if not values:
     raise SecureSumError('a secure sum needs at least one client.')
   inputs, moduli = prepare_round(sums, parameters, values, specs)
+  neighbors = secagg.graph.resolve(neighbors, len(values))
   if threshold is None:
     threshold = default_threshold(len(values), neighbors)
   result = secagg.secure_sum_round(dict(enumerate(inputs)), moduli,

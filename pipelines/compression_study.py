@@ -68,6 +68,11 @@ SETTINGS = (
     Setting('dp_compressed_down', 'DP-FedAvg as dp; down 3-bit nearest '
             'uniform', 'uniform_nearest:3', noise_multiplier=0.5, clip=1.0,
             threshold=1000),
+    Setting('dp_secure_8bit', 'DP-FedAvg as dp; down 3-bit nearest uniform; '
+            'up through secure aggregation: 8-bit Hadamard-rotated levels '
+            '(conditional rounding), noise once on the decoded sum',
+            'uniform_nearest:3', 'secure:8', noise_multiplier=0.5, clip=1.0,
+            threshold=1000),
 )
 BY_NAME = {s.name: s for s in SETTINGS}
 

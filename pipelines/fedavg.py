@@ -28,6 +28,7 @@ import argparse
 import dataclasses
 import functools
 import json
+import secrets
 import sys
 
 import tensorflow as tf
@@ -57,6 +58,7 @@ _DATASET_DEFAULTS = {
 }
 
 FORM_FILE = 'form.pb'
+NOISE_SEED_FILE = 'noise_seed'  # DP runs: the secret seed of their noise.
 CONFIG_FILE = 'config.json'
 SUMMARY_FILE = 'summary.json'
 PLOT_FILE = 'accuracy_vs_bits.png'
@@ -167,11 +169,17 @@ class Config:
         raise ConfigError('--target-epsilon and --adaptive-clip need '
                           '--noise-multiplier (DP-FedAvg).')
       return
-    if not encoder_choice.is_identity(self.aggregation_encoder):
+    secure = encoder_choice.secure_bits(self.aggregation_encoder) is not None
+    if not (secure or encoder_choice.is_identity(self.aggregation_encoder)):
       raise ConfigError('--noise-multiplier replaces the aggregation with '
-                        'DP-FedAvg\'s clipped, noised mean; it does not '
-                        'combine with --aggregation-encoder '
-                        f'{self.aggregation_encoder} yet.')
+                        'DP-FedAvg\'s clipped, noised mean; it combines with '
+                        '--aggregation-encoder secure:BITS (levels through '
+                        'secure aggregation) but not with '
+                        f'{self.aggregation_encoder}.')
+    if secure and self.adaptive_clip:
+      raise ConfigError('--adaptive-clip does not combine with '
+                        '--aggregation-encoder secure:BITS yet (its range is '
+                        'fixed by the clip); use a fixed --clip.')
     try:
       privacy.check_noise_multiplier(self.noise_multiplier)
       privacy.check_delta(self.delta)
@@ -231,19 +239,25 @@ def model_for(config, image_shape, num_classes):
   return name, model
 
 
-def build_process(config, model):
-  """The federated averaging process with the config's encoders."""
+def build_process(config, model, noise_seed=None):
+  """The federated averaging process with the config's encoders (DP runs:
+  the noise from `noise_seed`, a secret one drawn now if None)."""
   broadcast_process = aggregation_process = None
   if not encoder_choice.is_identity(config.broadcast_encoder):
     broadcast_process = fedavg.build_encoded_broadcast_process_from_model(
         model, encoder_choice.encoder_fn(config.broadcast_encoder, 'broadcast',
                                          config.threshold, config.seed))
   secure_bits = encoder_choice.secure_bits(config.aggregation_encoder)
-  if config.private:
+  if config.private and secure_bits is not None:
+    aggregation_process = fedavg.build_dp_secure_mean_process_from_model(
+        model, noise_multiplier=config.noise_multiplier, clip=config.clip,
+        expected_clients=config.clients_per_round, bits=secure_bits,
+        seed=noise_seed)
+  elif config.private:
     aggregation_process = fedavg.build_dp_mean_process_from_model(
         model, noise_multiplier=config.noise_multiplier, clip=config.clip,
         expected_clients=config.clients_per_round,
-        adaptive=config.adaptive_clip)
+        adaptive=config.adaptive_clip, seed=noise_seed)
   elif secure_bits is not None:
     aggregation_process = fedavg.build_secure_mean_process_from_model(
         model, bits=secure_bits, seed=config.seed)
@@ -358,12 +372,25 @@ def _compile(config, prepared, output_dir, print_fn):
            f'{manifest["num_test_examples"]} test examples; model '
            f'{model_name} ({_parameters(model):,} parameters); broadcast '
            f'{config.broadcast_encoder}, aggregation {_aggregation(config)}')
-  form = canonical.compile(build_process(config, model))
+  noise_seed = _noise_seed(output_dir) if config.private else None
+  form = canonical.compile(build_process(config, model, noise_seed))
   form_path = canonical.save(form, storage.join(output_dir, FORM_FILE))
   print_fn(f'form: {form_path}; per client: broadcast '
            f'{reporting.human_bits(form.broadcast_bits)}, aggregated '
            f'{reporting.human_bits(form.aggregated_bits)}')
   return model_name, model, form, form_path
+
+
+def _noise_seed(output_dir):
+  """The run's secret noise seed, drawn once and kept beside its form (as
+  private as the form, which carries it): a resumed DP run rebuilds the
+  same form."""
+  path = storage.join(output_dir, NOISE_SEED_FILE)
+  try:
+    storage.create_only(path, str(secrets.randbits(63)).encode())
+  except storage.AlreadyExists:
+    pass
+  return int(storage.read_bytes(path))
 
 
 def _run_rounds(config, engine, prepared, model, form_path, run_dir,
@@ -407,9 +434,12 @@ def _aggregation(config):
   """How the updates are aggregated, in words, for the run's header."""
   if config.private:
     clip = 'adaptive clip from' if config.adaptive_clip else 'clip'
+    through = ''
+    if encoder_choice.secure_bits(config.aggregation_encoder) is not None:
+      through = f', through {config.aggregation_encoder}'
     return (f'DP-FedAvg (noise multiplier {config.noise_multiplier:g}, {clip} '
             f'{config.clip:g}, Poisson sampling q='
-            f'{config.sampling_probability:g})')
+            f'{config.sampling_probability:g}{through})')
   if encoder_choice.secure_bits(config.aggregation_encoder) is not None:
     return f'{config.aggregation_encoder} (every tensor)'
   feedback = ' with error feedback' if config.error_feedback else ''

@@ -5,6 +5,7 @@ compiles and saves federated averaging, and runs its rounds on Beam's
 in-process runner, evaluating the server model on the test split.
 """
 
+import dataclasses
 import json
 import os
 import socket
@@ -174,7 +175,10 @@ def test_a_refused_run_leaves_nothing_that_refuses_its_corrected_rerun(
     ({'broadcast_encoder': 'secure:8'}, 'use it as --aggregation-encoder'),
     ({'target_epsilon': 3.0}, 'need --noise-multiplier'),
     ({'noise_multiplier': 1.0, 'aggregation_encoder': 'drive'},
-     'does not combine with --aggregation-encoder drive'),
+     'combines with --aggregation-encoder secure:BITS .* but not with '
+     'drive'),
+    ({'noise_multiplier': 1.0, 'adaptive_clip': True,
+      'aggregation_encoder': 'secure:8'}, '--adaptive-clip does not combine'),
     ({'noise_multiplier': -1.0}, 'noise_multiplier must be finite and >= 0'),
     ({'noise_multiplier': 1.0, 'clip': 0.0}, '--clip must be positive'),
     ({'noise_multiplier': 1.0, 'rounds': 50, 'target_epsilon': 2.0},
@@ -423,6 +427,30 @@ def test_secure_aggregation_learns_and_counts_masked_bits(tmp_path):
   plain_bits = form.aggregated_bits - 32 * (trainable + 2)
   masked = trainable * 11 + 3 + (5 * trainable).bit_length()
   assert curve[0]['round_aggregated_bits'] == 5 * (plain_bits + masked)
+
+
+@pytest.mark.slow
+def test_dp_fedavg_through_secure_aggregation(tmp_path):
+  """DP with its levels through secure sums: the same accounting; a DP
+  run resumes (its secret noise seed stays with the run, so the rebuilt
+  form is the same)."""
+  lines = []
+  config = _config(tmp_path, rounds=1, noise_multiplier=0.5, clip=1.0,
+                   aggregation_encoder='secure:8')
+  fedavg.run_experiment(config, print_fn=lines.append)
+  seed = (tmp_path / 'run' / fedavg.NOISE_SEED_FILE).read_text()
+  config = dataclasses.replace(config, rounds=2)
+  result = fedavg.run_experiment(config, print_fn=lines.append)
+  assert any('resuming after round 1' in line for line in lines)
+  assert (tmp_path / 'run' / fedavg.NOISE_SEED_FILE).read_text() == seed
+  assert [p['epsilon'] for p in result.curve] == pytest.approx(
+      [canonical.privacy.epsilon(0.5, 0.5, r, 1e-5) for r in (1, 2)])
+  assert 'Poisson sampling q=0.5, through secure:8)' in lines[0]
+  form = canonical.load(result.form_path)
+  assert [s.kind for s in form.secure_sums] == [
+      'federated_secure_modular_sum']
+  assert all(np.isfinite(p['accuracy']) for p in result.curve
+             if 'accuracy' in p)
 
 
 @pytest.mark.slow

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from canonical import secagg
+from canonical import secure_sums
 from canonical.secagg import graph
 
 
@@ -188,3 +189,41 @@ def test_too_few_responders_among_a_clients_neighbors_fail_the_round():
                      match='responders hold shares of client'):
     secagg.secure_sum_round(inputs, 2**20, 3, neighbors=2, seed=0,
                             dropped_before_unmasking=[4])
+
+
+# Choosing k.
+
+def test_neighbors_for_picks_the_fewest_that_meet_the_failure_bound():
+  for n, dropout in ((100, 0.05), (1000, 0.05), (1000, 0.1), (300, 0.01)):
+    k = graph.neighbors_for(n, dropout, failure=1e-6)
+    assert k % 2 == 0 and k < n - 1
+    assert graph.failure_bound(n, k, dropout) <= 1e-6
+    assert graph.failure_bound(n, k - 2, dropout) > 1e-6
+  # Grows like log n, not like n.
+  assert graph.neighbors_for(1000) < 2 * graph.neighbors_for(100)
+  assert graph.neighbors_for(10, 0.05) is None  # Only the complete graph.
+  assert graph.resolve('auto', 100) == graph.neighbors_for(100)
+  with pytest.raises(secagg.SecAggError, match='dropout 1'):
+    graph.neighbors_for(100, dropout=1)
+
+
+def test_the_failure_bound_holds_in_simulated_rounds():
+  """Rounds of 60 clients at 10% dropouts with the k the bound gives for
+  1e-3 failures (16): none fails; with k=2 most do."""
+  n, dropout = 60, 0.1
+  k = graph.neighbors_for(n, dropout, failure=1e-3)
+  assert k == 16
+  inputs = _inputs(n)
+  rng = np.random.default_rng(0)
+  failed = {k: 0, 2: 0}
+  for trial in range(6):
+    dropped = [int(u) for u in np.flatnonzero(rng.random(n) < dropout)]
+    for degree in failed:
+      try:
+        result = secagg.secure_sum_round(
+            inputs, 2**20, secure_sums.default_threshold(n, degree), neighbors=degree,
+            seed=trial, round_id=trial, dropped_before_input=dropped)
+        _exact(result, inputs)
+      except secagg.RoundFailedError:
+        failed[degree] += 1
+  assert failed[k] == 0 and failed[2] >= 3

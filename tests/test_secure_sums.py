@@ -240,7 +240,7 @@ def test_the_local_runner_sums_exactly_with_ring_neighbors(mixed):
           for i in range(9)]
   expected = reference.run_round(process, process.initialize.invoke(), data)
   state = form.initialize()
-  for neighbors in (2, 4):
+  for neighbors in (2, 4, 'auto'):
     _, metrics = local_runner.run_round(form, state, data, secure_seed=3,
                                         secure_neighbors=neighbors)
     for name in ('bitwidth', 'max_input', 'modular'):

@@ -14,6 +14,8 @@ from canonical.fedavg.broadcast import build_encoded_broadcast_process_from_mode
 from canonical.fedavg.dp_mean import build_dp_mean_process
 from canonical.fedavg.dp_mean import build_dp_mean_process_from_model
 from canonical.fedavg.dp_mean import round_noise_multiplier
+from canonical.fedavg.dp_secure_mean import build_dp_secure_mean_process
+from canonical.fedavg.dp_secure_mean import build_dp_secure_mean_process_from_model
 from canonical.fedavg.mean import build_encoded_mean_process
 from canonical.fedavg.mean import build_encoded_mean_process_from_model
 from canonical.fedavg.mean import build_weighted_mean_process
@@ -24,6 +26,7 @@ from canonical.fedavg.secure_mean import build_secure_mean_process_from_model
 __all__ = [
     'MeasuredProcess', 'ServerState', 'build_broadcast_process',
     'build_dp_mean_process', 'build_dp_mean_process_from_model',
+    'build_dp_secure_mean_process', 'build_dp_secure_mean_process_from_model',
     'build_encoded_broadcast_process',
     'build_encoded_broadcast_process_from_model', 'build_encoded_mean_process',
     'build_encoded_mean_process_from_model',

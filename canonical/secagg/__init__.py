@@ -9,10 +9,12 @@ else about them. Each party's step is a function of its own state and messages:
   server: `relay_shares`, `unmask`
 
 `secure_sum_round` runs a whole round in one process; `client_cost_bits` and
-`measured_cost_bits` count what each client sends and receives.
+`measured_cost_bits` count what each client sends and receives. `graph`: who
+masks with whom (every pair, or k ring neighbors: SecAgg+).
 """
 
 from canonical.secagg import aggregation
+from canonical.secagg import graph
 from canonical.secagg import shamir
 from canonical.secagg import wire
 from canonical.secagg.aggregation import MaskedSum
@@ -53,7 +55,7 @@ __all__ = [
     'Roster', 'RoundFailedError', 'SecAggConfig', 'SecAggError',
     'SecureSumResult', 'SeededRandom', 'SharingState', 'StepBits',
     'SystemRandom', 'UnmaskingShares', 'advertise_keys', 'aggregation',
-    'client_cost_bits', 'make_config', 'masked_input', 'masked_input_bits',
+    'client_cost_bits', 'graph', 'make_config', 'masked_input', 'masked_input_bits',
     'measured_cost_bits', 'receive_shares', 'relay_shares', 'secure_sum_round', 'shamir',
     'share_keys', 'sharing_state', 'unmask', 'unmasking_shares', 'wire',
 ]

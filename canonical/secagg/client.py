@@ -38,6 +38,9 @@ class ClientKeys:
   config: config_lib.SecAggConfig
   cipher_key: x25519.X25519PrivateKey = dataclasses.field(repr=False)
   mask_key: x25519.X25519PrivateKey = dataclasses.field(repr=False)
+  # The cipher key's agreements with peers, by their public key.
+  agreements: dict = dataclasses.field(default_factory=dict, repr=False,
+                                       compare=False)
 
   def advertisement(self):
     return messages.KeyAdvertisement(self.client_id,
@@ -113,7 +116,7 @@ def share_keys(keys, roster, rng=None):
                  + messages.to_field_bytes(key_share))
     ciphertext = keys_lib.encrypt_shares(
         config, keys.cipher_key, by_id[client_id].cipher_public_key, me,
-        client_id, plaintext)
+        client_id, plaintext, keys.agreements)
     outgoing.append(messages.EncryptedShares(me, client_id, ciphertext))
   state = SharingState(keys, by_id, points, hoods, seed, own_shares)
   return state, outgoing
@@ -184,7 +187,7 @@ def receive_shares(state, received):
     try:
       plaintext = keys_lib.decrypt_shares(
           config, keys.cipher_key, state.roster[sender].cipher_public_key,
-          sender, me, message.ciphertext)
+          sender, me, message.ciphertext, keys.agreements)
     except InvalidTag as e:
       raise SecAggError(
           f'client {me!r}: shares from {sender!r} do not decrypt') from e
@@ -272,7 +275,7 @@ def unmasking_shares(state, contributors):
   if len(contributors) < config.threshold:
     raise RoundFailedError(messages.MASKED_INPUT, len(contributors),
                            config.threshold)
-  if not graph.is_connected(hoods, contributors):
+  if not graph.connected(config, state.sharing.roster, contributors):
     raise ProtocolViolationError(
         f'client {me!r}: the contributors are not connected in the round\'s '
         'graph: unmasking would reveal the sum of each connected part')

@@ -9,14 +9,28 @@ each client costs O(k).
 
 Pairwise masks cancel within each connected part of the contributors' graph,
 so the server of a sparse round could learn the sum of each part separately:
-both the server and every client refuse to unmask a contributor set whose
-graph is not connected (`check_connected`), and the round fails instead.
+both the server (`server.check_connected`) and every client refuse to unmask
+a contributor set whose graph is not connected (`connected`), and the round
+fails instead.
 """
 
+import functools
 import hashlib
+import math
 
 from canonical.secagg import kdf
 from canonical.secagg.errors import SecAggError
+
+
+AUTO = 'auto'  # `neighbors_for` the round's number of clients.
+
+
+def resolve(neighbors, num_clients):
+  """The degree a round of `num_clients` uses: `neighbors`, checked, or for
+  'auto' the smallest that `neighbors_for` finds safe (None: complete)."""
+  if neighbors == AUTO:
+    return neighbors_for(num_clients)
+  return check_neighbors(neighbors)
 
 
 def check_neighbors(neighbors):
@@ -27,16 +41,57 @@ def check_neighbors(neighbors):
       or neighbors < 2 or neighbors % 2):
     raise SecAggError(
         f'neighbors {neighbors!r}: expected None (every client masks with '
-        'every other) or an even int >= 2 (k/2 on either side of a ring)')
+        'every other), an even int >= 2 (k/2 on either side of a ring) or '
+        f'{AUTO!r}')
   return neighbors
 
 
 def check_threshold(threshold, neighbors):
   """t must not exceed the clients holding each client's shares."""
+  if neighbors == AUTO:
+    return
   if check_neighbors(neighbors) is not None and threshold > neighbors + 1:
     raise SecAggError(
         f'threshold {threshold} is more than the {neighbors + 1} clients that '
         f'hold each client\'s shares (its {neighbors} neighbors and itself)')
+
+
+def failure_bound(num_clients, neighbors, dropout, threshold=None):
+  """An upper bound on the chance that a round fails when each client drops
+  independently with probability `dropout` before unmasking: some client
+  keeps fewer than t of the k + 1 holders of its shares, or k/2 clients in a
+  row on the ring drop and cut it (a union bound over the clients)."""
+  holders = min(num_clients, neighbors + 1)
+  if threshold is None:
+    threshold = holders // 2 + 1
+  most_lost = holders - threshold
+  short = sum(_binomial(holders, lost, dropout)
+              for lost in range(most_lost + 1, holders + 1))
+  cut = 0.0 if is_complete(neighbors, num_clients) else (
+      dropout**(neighbors // 2))
+  return min(1.0, num_clients * (short + cut))
+
+
+def _binomial(n, k, p):
+  """P(Binomial(n, p) = k), in logs so that large n does not overflow."""
+  if p == 0:
+    return float(k == 0)
+  return math.exp(math.lgamma(n + 1) - math.lgamma(k + 1)
+                  - math.lgamma(n - k + 1) + k * math.log(p)
+                  + (n - k) * math.log1p(-p))
+
+
+def neighbors_for(num_clients, dropout=0.05, failure=1e-6):
+  """The smallest even k whose rounds fail with probability below `failure`
+  when clients drop at rate `dropout` (`failure_bound`); None when only the
+  complete graph does (or k would reach it)."""
+  if not 0 <= dropout < 1 or not 0 < failure < 1:
+    raise SecAggError(f'dropout {dropout} must be in [0, 1) and failure '
+                      f'{failure} in (0, 1)')
+  for k in range(2, num_clients - 1, 2):
+    if failure_bound(num_clients, k, dropout) <= failure:
+      return k
+  return None
 
 
 def is_complete(neighbors, num_clients):
@@ -51,16 +106,37 @@ def ring_order(round_id, client_ids):
 
 
 def neighborhoods(config, client_ids):
-  """{client id: frozenset of the clients it masks with and shares among}."""
-  client_ids = list(client_ids)
-  if is_complete(config.neighbors, len(client_ids)):
+  """{client id: frozenset of the clients it masks with and shares among}
+  (shared between callers: do not change it)."""
+  return _neighborhoods(config.round_id, config.neighbors, tuple(client_ids))
+
+
+@functools.lru_cache(maxsize=8)  # Every party of a round asks for the same.
+def _neighborhoods(round_id, neighbors, client_ids):
+  if is_complete(neighbors, len(client_ids)):
     everyone = frozenset(client_ids)
     return {u: everyone - {u} for u in client_ids}
-  ring = ring_order(config.round_id, client_ids)
-  n, half = len(ring), config.neighbors // 2
+  ring = ring_order(round_id, client_ids)
+  n, half = len(ring), neighbors // 2
   return {u: frozenset(ring[(i + step) % n] for step in range(-half, half + 1)
                        if step)
           for i, u in enumerate(ring)}
+
+
+def connected(config, client_ids, members):
+  """Whether `members` are connected in the round's graph over
+  `client_ids` (always, in the complete graph)."""
+  client_ids = tuple(client_ids)
+  if is_complete(config.neighbors, len(client_ids)):
+    return True
+  return _connected(config.round_id, config.neighbors, client_ids,
+                    frozenset(members))
+
+
+@functools.lru_cache(maxsize=8)  # Every client checks the same list.
+def _connected(round_id, neighbors, client_ids, members):
+  return is_connected(_neighborhoods(round_id, neighbors, client_ids),
+                      members)
 
 
 def is_connected(neighbors_of, members):

@@ -5,6 +5,7 @@ the key is for, which round and which leaf: two different uses never share a
 key, so masks are independent per round, per pair, per leaf.
 """
 
+import functools
 import struct
 
 from cryptography.hazmat.primitives import hashes
@@ -14,11 +15,13 @@ _DOMAIN = b'fedcanon/secagg/v1'
 KEY_BYTES = 32
 
 
+@functools.lru_cache(maxsize=1 << 16, typed=True)  # typed: True is not 1.
 def encode_label(*parts):
   """Bytes naming `parts` (str, bytes or int) so that no two part lists collide.
 
   Each part is tagged by its type and prefixed by its length: ('ab', 'c') and
-  ('a', 'bc') differ, and so do the client ids 1 and '1'.
+  ('a', 'bc') differ, and so do the client ids 1 and '1'. Cached: a round
+  names the same pairs, leaves and rounds over and over.
   """
   out = [_DOMAIN]
   for part in parts:

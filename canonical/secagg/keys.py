@@ -66,22 +66,30 @@ def self_mask(config, seed, client_id, leaf_index):
   return masks.expand(key, leaf.size, leaf.modulus)
 
 
-def _share_cipher(config, private_key, peer_public, peer_id, sender, recipient):
-  key = kdf.derive_key(_agree(private_key, peer_public, peer_id),
-                       'share-encryption', config.round_id, sender, recipient)
+def _share_cipher(config, private_key, peer_public, peer_id, sender, recipient,
+                  memo):
+  # Sender and recipient agree on the same secret: a client that encrypted
+  # to a peer reuses it to decrypt that peer's shares (`memo`).
+  secret = None if memo is None else memo.get(peer_public)
+  if secret is None:
+    secret = _agree(private_key, peer_public, peer_id)
+    if memo is not None:
+      memo[peer_public] = secret
+  key = kdf.derive_key(secret, 'share-encryption', config.round_id, sender,
+                       recipient)
   return ChaCha20Poly1305(key), kdf.encode_label('shares', config.round_id,
                                                  sender, recipient)
 
 
 def encrypt_shares(config, private_key, recipient_public, sender, recipient,
-                   plaintext):
+                   plaintext, memo=None):
   cipher, associated = _share_cipher(config, private_key, recipient_public,
-                                     recipient, sender, recipient)
+                                     recipient, sender, recipient, memo)
   return cipher.encrypt(_NONCE, plaintext, associated)
 
 
 def decrypt_shares(config, private_key, sender_public, sender, recipient,
-                   ciphertext):
+                   ciphertext, memo=None):
   cipher, associated = _share_cipher(config, private_key, sender_public, sender,
-                                     sender, recipient)
+                                     sender, recipient, memo)
   return cipher.decrypt(_NONCE, ciphertext, associated)

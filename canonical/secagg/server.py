@@ -31,8 +31,7 @@ def check_survivors(step, survivors, threshold):
 def check_connected(config, roster, contributors):
   """Fails the round if the contributors' masks would not hide their parts:
   ask no client to unmask then."""
-  hoods = graph.neighborhoods(config, roster_lib.index(roster))
-  if not graph.is_connected(hoods, contributors):
+  if not graph.connected(config, roster_lib.index(roster), contributors):
     raise RoundFailedError(
         messages.MASKED_INPUT, len(contributors), config.threshold,
         reason='the contributors are not connected in the round\'s graph, so '
