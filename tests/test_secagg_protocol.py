@@ -34,10 +34,12 @@ def _assert_sum(result, inputs, moduli, contributors):
     assert np.array_equal(np.asarray(got).astype(object), expected), key
 
 
-def _run_to_masked(inputs, moduli, threshold, *, seed=0, dropped=()):
+def _run_to_masked(inputs, moduli, threshold, *, seed=0, dropped=(),
+                   neighbors=None, round_id=0):
   """Steps 1-3 through the public step functions, as separate parties would."""
   ids = sorted(inputs)
-  config = secagg.make_config(inputs[ids[0]], moduli, threshold)
+  config = secagg.make_config(inputs[ids[0]], moduli, threshold, round_id,
+                              neighbors)
   rng = secagg.SeededRandom(seed)
   keys, roster = {}, []
   for u in ids:

@@ -9,6 +9,8 @@ from canonical import secagg
 from canonical import secure_sums
 from canonical.secagg import graph
 
+from test_secagg_protocol import _run_to_masked
+
 
 def _inputs(n, size=4):
   return {u: np.arange(size, dtype=np.int64) + 10 * u for u in range(n)}
@@ -110,30 +112,6 @@ def test_each_client_talks_to_its_neighbors_only():
 
 # Refusals.
 
-def _steps(inputs, neighbors, threshold, dropped_before_input=()):
-  """Steps 1-3 by the public step functions, as separate parties would."""
-  ids = sorted(inputs)
-  config = secagg.make_config(inputs[ids[0]], 2**20, threshold, 'r',
-                              neighbors)
-  rng = secagg.SeededRandom(0)
-  keys, roster = {}, []
-  for u in ids:
-    keys[u], advertisement = secagg.advertise_keys(u, config, rng.child(u))
-    roster.append(advertisement)
-  sharing, encrypted = {}, []
-  for u in ids:
-    sharing[u], outgoing = secagg.share_keys(keys[u], roster, rng.child(u, 2))
-    encrypted.extend(outgoing)
-  inbox = secagg.relay_shares(encrypted, ids)
-  masking, total = {}, secagg.aggregation.zero(config)
-  for u in ids:
-    if u not in dropped_before_input:
-      masking[u], masked = secagg.masked_input(sharing[u], inputs[u],
-                                               inbox[u])
-      total = secagg.aggregation.accumulate(config, total, masked)
-  return config, roster, masking, total, encrypted
-
-
 def _split_pair(config, n):
   """Two clients two apart on the ring: without them, a ring of degree 2
   falls into two parts."""
@@ -158,25 +136,23 @@ def test_a_disconnected_set_of_contributors_fails_the_round():
 def test_clients_and_server_refuse_to_unmask_a_disconnected_set():
   """A server that skipped its own check still gets no shares from any
   client, and `unmask` refuses the set too."""
-  inputs = _inputs(10)
-  config, roster, masking, total, _ = _steps(
-      inputs, 2, 2, dropped_before_input=_split_pair(_config(2, 2, 'r'), 10))
-  contributors = sorted(total.contributors)
+  run = _run_to_masked(_inputs(10), 2**20, 2, neighbors=2, round_id='r',
+                       dropped=_split_pair(_config(2, 2, 'r'), 10))
+  contributors = sorted(run.total.contributors)
   for u in contributors:
     with pytest.raises(secagg.ProtocolViolationError, match='not connected'):
-      secagg.unmasking_shares(masking[u], contributors)
+      secagg.unmasking_shares(run.masking[u], contributors)
   with pytest.raises(secagg.RoundFailedError, match='not connected'):
-    secagg.unmask(config, roster, list(range(10)), total, [])
+    secagg.unmask(run.config, run.roster, run.ids, run.total, [])
 
 
 def test_shares_from_a_client_that_is_not_a_neighbor_are_refused():
-  inputs = _inputs(12)
-  config, _, masking, _, encrypted = _steps(inputs, 2, 2)
-  hoods = graph.neighborhoods(config, range(12))
-  stranger = next(m for m in encrypted if m.recipient != 0
+  run = _run_to_masked(_inputs(12), 2**20, 2, neighbors=2, round_id='r')
+  hoods = graph.neighborhoods(run.config, range(12))
+  stranger = next(m for m in run.encrypted if m.recipient != 0
                   and m.sender not in hoods[0] and m.sender != 0)
   forged = secagg.EncryptedShares(stranger.sender, 0, stranger.ciphertext)
-  state = masking[0].sharing
+  state = run.masking[0].sharing
   with pytest.raises(secagg.SecAggError, match='not one of its neighbors'):
     secagg.receive_shares(state, [forged])
 

@@ -6,6 +6,7 @@ the same way.
 """
 
 import collections
+import functools
 
 from canonical.secagg import messages
 from canonical.secagg.errors import SecAggError
@@ -32,11 +33,18 @@ def check_client_ids(client_ids):
 
 
 def index(advertisements):
-  """{client id: KeyAdvertisement}, in id order, after checking the roster."""
-  advertisements = list(advertisements)
+  """{client id: KeyAdvertisement}, in id order, after checking the roster
+  (shared between callers: do not change it)."""
+  advertisements = tuple(advertisements)
   for a in advertisements:
     if not isinstance(a, messages.KeyAdvertisement):
       raise SecAggError(f'roster entry {a!r} is not a KeyAdvertisement')
+  return _index(advertisements)
+
+
+@functools.lru_cache(maxsize=8)  # Every client of a round reads the roster.
+def _index(advertisements):
+  for a in advertisements:
     for key in (a.cipher_public_key, a.mask_public_key):
       if not isinstance(key, bytes) or len(key) != messages.PUBLIC_KEY_BYTES:
         raise SecAggError(
@@ -52,5 +60,11 @@ def index(advertisements):
 
 
 def share_points(client_ids):
-  """{client id: its Shamir point x}: 1, 2, ... in id order (never 0)."""
+  """{client id: its Shamir point x}: 1, 2, ... in id order (never 0)
+  (shared between callers: do not change it)."""
+  return _share_points(tuple(client_ids))
+
+
+@functools.lru_cache(maxsize=8)
+def _share_points(client_ids):
   return {client_id: i + 1 for i, client_id in enumerate(sorted(client_ids))}

@@ -8,6 +8,8 @@ input). `unmask` refuses any set of responses that would give it both, and
 (in a sparse round) contributors that are not connected in the round's graph.
 """
 
+import collections
+
 from cryptography.hazmat.primitives.asymmetric import x25519
 
 from canonical.secagg import config as config_lib
@@ -84,11 +86,14 @@ def unmask(config, roster, share_senders, masked_sum, responses):
   responses = _check_responses(by_id, hoods, share_senders, contributors,
                                responses)
   check_survivors(messages.UNMASKING, len(responses), config.threshold)
+  holders_of = collections.defaultdict(list)  # (kind, client) -> responses.
+  for r in sorted(responses, key=lambda r: r.x):
+    for shares_of in ('self_mask_shares', 'key_shares'):
+      for u in getattr(r, shares_of):
+        holders_of[shares_of, u].append(r)
 
   def reconstruct(shares_of, client_id):
-    holders = sorted((r for r in responses
-                      if client_id in getattr(r, shares_of)),
-                     key=lambda r: r.x)
+    holders = holders_of[shares_of, client_id]
     if len(holders) < config.threshold:
       raise RoundFailedError(
           messages.UNMASKING, len(holders), config.threshold,
