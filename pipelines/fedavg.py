@@ -92,6 +92,9 @@ class Config:
   aggregation_encoder: str = 'none'
   threshold: int = encoder_choice.DEFAULT_THRESHOLD
   error_feedback: bool = False
+  # With secure:BITS: None (every pair of clients masks), 'auto' or an even k
+  # (SecAgg+ ring neighbors; see beam_runner.run's secure_neighbors).
+  secure_neighbors: str = None
   # DP-FedAvg: None, or the noise multiplier z of a clipped, noised mean.
   noise_multiplier: float = None
   clip: float = 1.0
@@ -140,11 +143,30 @@ class Config:
       raise ConfigError('--broadcast-encoder secure: secure aggregation hides '
                         'what clients send; use it as --aggregation-encoder.')
     self._check_privacy()
+    self._check_secure_neighbors()
     if self.error_feedback and encoder_choice.secure_bits(
         self.aggregation_encoder) is not None:
       raise ConfigError('--error-feedback does not combine with '
                         '--aggregation-encoder secure (its levels are '
                         'unbiased; nothing is dropped to feed back).')
+
+  def _check_secure_neighbors(self):
+    if self.secure_neighbors is None:
+      return
+    if encoder_choice.secure_bits(self.aggregation_encoder) is None:
+      raise ConfigError('--secure-neighbors needs --aggregation-encoder '
+                        'secure:BITS (it shapes the secure sums\' masks).')
+    text = str(self.secure_neighbors)
+    if text != 'auto' and not (text.isdigit() and int(text) >= 2
+                               and int(text) % 2 == 0):
+      raise ConfigError('--secure-neighbors must be auto or an even number, '
+                        f'2 or more, got {self.secure_neighbors!r}.')
+
+  @property
+  def runner_secure_neighbors(self):
+    """`secure_neighbors` as `beam_runner.run` takes it."""
+    text = self.secure_neighbors
+    return text if text in (None, 'auto') else int(text)
 
   @property
   def private(self):
@@ -200,6 +222,8 @@ class Config:
     if not self.private:  # As runs recorded before DP existed.
       for name in ('noise_multiplier', 'clip', 'adaptive_clip', 'delta'):
         fields.pop(name)
+    if self.secure_neighbors is None:  # As runs recorded before it existed.
+      fields.pop('secure_neighbors')
     return fields
 
 
@@ -346,7 +370,8 @@ def run_experiment(config, pipeline_options=None, print_fn=print,
         runner_progress or (lambda line: None),
         dict(rounds_per_pipeline=rounds_per_pipeline,
              clients_per_element=clients_per_element,
-             sampling='poisson' if config.private else 'fixed'))
+             sampling='poisson' if config.private else 'fixed',
+             secure_neighbors=config.runner_secure_neighbors))
   manifest = prepared.manifest
   plot_path = reporting.plot_accuracy_vs_bits(
       {_label(config): curve}, storage.join(output_dir, PLOT_FILE),
@@ -531,6 +556,10 @@ def build_parser(prog='python -m pipelines.fedavg'):
   compress.add_argument('--error-feedback', action='store_true',
                         help='each client keeps what its aggregation encoder '
                         'dropped and adds it to its next update')
+  compress.add_argument('--secure-neighbors', default=None,
+                        help='with --aggregation-encoder secure:BITS: each '
+                        'client masks with K ring neighbors (even; SecAgg+) '
+                        'or auto, instead of with every other client')
   private = parser.add_argument_group(
       'differential privacy (DP-FedAvg: clipped updates, Gaussian noise on '
       'the sum, Poisson sampling)')

@@ -17,6 +17,7 @@ import pytest
 import tensorflow as tf
 
 import beam_runner
+from beam_runner import secure_round
 import canonical
 from beam_runner import tensor_io
 from canonical import storage
@@ -185,6 +186,9 @@ def test_a_refused_run_leaves_nothing_that_refuses_its_corrected_rerun(
      'exceeds its privacy budget: 50 rounds .* at most \\d+ rounds fit'),
     ({'aggregation_encoder': 'secure:8', 'error_feedback': True},
      'does not combine with --aggregation-encoder secure'),
+    ({'secure_neighbors': 'auto'}, 'needs --aggregation-encoder secure:BITS'),
+    ({'aggregation_encoder': 'secure:8', 'secure_neighbors': '3'},
+     'must be auto or an even number'),
 ])
 def test_bad_flags_are_refused_before_any_work(tmp_path, fields, message):
   with pytest.raises(fedavg.ConfigError, match=message):
@@ -430,19 +434,24 @@ def test_secure_aggregation_learns_and_counts_masked_bits(tmp_path):
 
 
 @pytest.mark.slow
-def test_dp_fedavg_through_secure_aggregation(tmp_path):
+def test_dp_fedavg_through_secure_aggregation(tmp_path, monkeypatch):
   """DP with its levels through secure sums: the same accounting; a DP
   run resumes (its secret noise seed stays with the run, so the rebuilt
-  form is the same)."""
+  form is the same); --secure-neighbors reaches every round."""
+  degrees, start = [], secure_round.SecureRound.start
+  monkeypatch.setattr(
+      secure_round.SecureRound, 'start',
+      lambda self, *args: degrees.append(args[-1]) or start(self, *args))
   lines = []
   config = _config(tmp_path, rounds=1, noise_multiplier=0.5, clip=1.0,
-                   aggregation_encoder='secure:8')
+                   aggregation_encoder='secure:8', secure_neighbors='2')
   fedavg.run_experiment(config, print_fn=lines.append)
   seed = (tmp_path / 'run' / fedavg.NOISE_SEED_FILE).read_text()
   config = dataclasses.replace(config, rounds=2)
   result = fedavg.run_experiment(config, print_fn=lines.append)
   assert any('resuming after round 1' in line for line in lines)
   assert (tmp_path / 'run' / fedavg.NOISE_SEED_FILE).read_text() == seed
+  assert degrees and set(degrees) == {2}  # Every round: the ring.
   assert [p['epsilon'] for p in result.curve] == pytest.approx(
       [canonical.privacy.epsilon(0.5, 0.5, r, 1e-5) for r in (1, 2)])
   assert 'Poisson sampling q=0.5, through secure:8)' in lines[0]
