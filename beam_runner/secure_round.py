@@ -25,10 +25,12 @@ ever handle public keys, ciphertexts, masked inputs and sums of them. A
 client draws its keys and masks from its own secret (one 32-byte file per
 client in the run directory, `client_secrets/`, made on first use) and the
 round's attempt, so each step recomputes its earlier draws on whatever worker
-runs it; its secure input, and after masking the shares it decrypted, wait
-like its state in the run directory: in this simulation that directory is
+runs it (a worker keeps the clients it has drawn, `client_of`); its secure
+input, and after masking the shares it decrypted, wait like its state in the
+run directory: in this simulation that directory is
 the clients' devices' storage, and no server step reads a secret, an input
-or a held share. Messages (the server's, and the clients' n^2 shares) travel
+or a held share. Messages (the server's, and the clients' n*k shares: k = n - 1
+unless the round's `secure_neighbors` makes the mask graph a sparse ring) travel
 as files of the attempt (`secure/`), deleted when the round commits; the
 pipeline carries only their paths.
 """
@@ -234,7 +236,8 @@ class Round:
 
 
 def round_of(form, secure_round):
-  return _FILES.get(secure_round.round_path, lambda _: Round(form, secure_round))
+  return _FILES.get(secure_round.round_path,
+                    lambda _: Round(form, secure_round))
 
 
 def roster(secure_round):
@@ -313,7 +316,7 @@ class Client:
 
 class _ClientStepFn(round_pipeline._FormFn, beam.DoFn):  # pylint: disable=protected-access
   """A client step over a batch: writes the batch's messages to one file of
-  the attempt and yields its path (a round of n clients sends n^2 shares:
+  the attempt and yields its path (a round of n clients sends n*k shares:
   they travel as files, not as pipeline values)."""
 
   STEP = None  # The messages' directory under the attempt's secure/.
@@ -352,7 +355,7 @@ class UnmaskFn(_ClientStepFn):
 
   def step(self, client):
     contributors = _FILES.get(self._secure_round.contributors_path,
-                           lambda p: json.loads(storage.read_bytes(p)))
+                              lambda p: json.loads(storage.read_bytes(p)))
     return [secagg.unmasking_shares(client.kept(), contributors)]
 
 
