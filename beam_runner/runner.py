@@ -490,6 +490,8 @@ def _split(items, parts):
 def _outcome(number, raw, sampled, engine_name):
   """A committed round's outcome, from what its pipeline recorded."""
   work_aggregate = max(0.0, raw['update_started_at'] - raw['prepared_at'])
+  secure = ({'secure_aggregation': raw['secure_aggregation']}
+            if 'secure_aggregation' in raw else {})
   return dict(
       round=number, clients_ok=raw['clients_ok'],
       clients_dropped=raw['clients_dropped'],
@@ -502,7 +504,7 @@ def _outcome(number, raw, sampled, engine_name):
       metrics=raw['metrics'],
       stage_seconds={'prepare': round(raw['prepare_seconds'], 4),
                      'work_aggregate': round(work_aggregate, 4),
-                     'update': round(raw['update_seconds'], 4)})
+                     'update': round(raw['update_seconds'], 4)}, **secure)
 
 
 def _dropped_summary(outcome):

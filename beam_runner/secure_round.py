@@ -144,6 +144,15 @@ class SecureRound:
     return secure_sums.as_results(form.secure_sums, flat,
                                   form.secure_update_spec)
 
+  def summary(self):
+    """The round's protocol for its outcome: the mask graph ('all' pairs,
+    or each client's ring neighbors), the threshold, the contributors."""
+    fields = json.loads(storage.read_bytes(self.round_path))
+    contributors = json.loads(storage.read_bytes(self.contributors_path))
+    return {'neighbors': fields['neighbors'] or 'all',
+            'threshold': fields['threshold'],
+            'contributors': len(contributors)}
+
   def stages(self, elements, engine, name, source, options, plan, work,
              update):
     """The round's stages after its batches (see the module docstring)."""

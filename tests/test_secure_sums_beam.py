@@ -80,6 +80,8 @@ def test_the_aggregation_sees_only_masked_inputs(monkeypatch, tmp_path):
         assert not np.array_equal(leaf, value)
       assert not np.array_equal(leaf, partial)
   metrics = result.outcomes[0]['metrics']
+  assert result.outcomes[0]['secure_aggregation'] == {
+      'neighbors': 'all', 'threshold': 5, 'contributors': 8}
   total = np.sum(list(data.values()), axis=0)
   assert metrics['bitwidth'] == total.tolist()
   assert metrics['modular'] == (total % 7).tolist()
@@ -172,6 +174,8 @@ def test_ring_neighbors_sum_exactly_and_share_with_neighbors_only(
     assert result.outcomes[0]['metrics'][name] == np.asarray(
         expected[name]).tolist()
   assert len(sent) == 9 and all(len(messages) == 2 for messages in sent)
+  assert result.outcomes[0]['secure_aggregation'] == {
+      'neighbors': 2, 'threshold': 2, 'contributors': 9}
 
 
 def test_bad_neighbors_are_refused_before_anything_runs(tmp_path):
