@@ -413,9 +413,9 @@ class UpdateFn(_FormFn, beam.DoFn):
                                      what='server state')
       report = form.report(tensor_io.pack(form.accumulator_spec, accumulator,
                                           what='accumulator'))
-      sums = () if secure is None else secure.unmask(form, aggregate)
       if secure is not None:
-        outcome['secure_aggregation'] = secure.summary()
+        outcome['secure_aggregation'] = secure.summary(aggregate)
+      sums = () if secure is None else secure.unmask(form, aggregate)
       new_state, metrics = form.update(state,
                                        form.server_aggregate(report, sums))
       tensor_io.write_tensors(attempt.state_path, new_state)

@@ -53,6 +53,8 @@ from canonical import storage
 
 SECRET_BYTES = 32
 SECRETS_DIR = 'client_secrets'
+# A batch's clients that failed a step they may skip: {client: why}.
+SILENT_SUFFIX = '.silent.json'
 
 
 class SecureRound:
@@ -130,7 +132,8 @@ class SecureRound:
 
   def unmask(self, form, response_files):
     """The secure sums, in their dtypes, from the masked total and the
-    files of the contributors' unmasking shares."""
+    files of the contributors' unmasking shares (RoundFailedError if too
+    few of a client's holders answered)."""
     the_round = round_of(form, self)
     the_roster = roster(self)
     contributors = json.loads(storage.read_bytes(self.contributors_path))
@@ -140,18 +143,26 @@ class SecureRound:
     flat = secagg.unmask(the_round.config, the_roster,
                          sorted(a.sender for a in the_roster), total,
                          [m for path in response_files
+                          if not path.endswith(SILENT_SUFFIX)
                           for m in _read_messages(path)])
     return secure_sums.as_results(form.secure_sums, flat,
                                   form.secure_update_spec)
 
-  def summary(self):
+  def summary(self, response_files):
     """The round's protocol for its outcome: the mask graph ('all' pairs,
-    or each client's ring neighbors), the threshold, the contributors."""
+    or each client's ring neighbors), the threshold, the contributors, and
+    the contributors that went silent before unmasking (and why)."""
     fields = json.loads(storage.read_bytes(self.round_path))
     contributors = json.loads(storage.read_bytes(self.contributors_path))
+    silent = {}
+    for path in response_files:
+      if path.endswith(SILENT_SUFFIX):
+        silent.update(json.loads(storage.read_bytes(path)))
     return {'neighbors': fields['neighbors'] or 'all',
             'threshold': fields['threshold'],
-            'contributors': len(contributors)}
+            'contributors': len(contributors),
+            'responders': len(contributors) - len(silent),
+            'silent': dict(sorted(silent.items()))}
 
   def stages(self, elements, engine, name, source, options, plan, work,
              update):
@@ -329,6 +340,9 @@ class _ClientStepFn(round_pipeline._FormFn, beam.DoFn):  # pylint: disable=prote
   they travel as files, not as pipeline values)."""
 
   STEP = None  # The messages' directory under the attempt's secure/.
+  # Whether a client may fail this step and the round go on without it (it
+  # goes silent, as a device that drops out does).
+  MAY_GO_SILENT = False
 
   def __init__(self, source, storage_options, secure_round):
     self._source = source
@@ -337,13 +351,22 @@ class _ClientStepFn(round_pipeline._FormFn, beam.DoFn):  # pylint: disable=prote
 
   def process(self, tasks):
     the_round = round_of(self.form(), self._secure_round)
-    messages = []
+    messages, silent = [], {}
     for task in tasks:
-      messages.extend(self.step(client_of(the_round, task.client_id)))
+      try:
+        messages.extend(self.step(client_of(the_round, task.client_id)))
+      except Exception as e:  # pylint: disable=broad-except
+        if not self.MAY_GO_SILENT:
+          raise
+        silent[task.client_id] = round_pipeline._message(e)  # pylint: disable=protected-access
     path = storage.join(self._secure_round.directory, self.STEP,
                         client_data.file_name(tasks[0].client_id) + '.jsonl')
     _write_messages(path, messages)
-    yield [path]
+    paths = [path]
+    if silent:
+      paths.append(path[:-len('.jsonl')] + SILENT_SUFFIX)
+      storage.write_bytes(paths[-1], json.dumps(silent).encode())
+    yield paths
 
   def step(self, client):
     raise NotImplementedError
@@ -358,9 +381,12 @@ class ShareKeysFn(_ClientStepFn):
 
 
 class UnmaskFn(_ClientStepFn):
-  """Each contributor's shares for the contributor list."""
+  """Each contributor's shares for the contributor list; a contributor
+  whose step fails goes silent (its input stays in the sum; the others'
+  shares unmask it if t of its holders answer)."""
 
   STEP = 'responses'
+  MAY_GO_SILENT = True
 
   def step(self, client):
     contributors = _FILES.get(self._secure_round.contributors_path,

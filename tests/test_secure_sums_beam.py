@@ -81,7 +81,8 @@ def test_the_aggregation_sees_only_masked_inputs(monkeypatch, tmp_path):
       assert not np.array_equal(leaf, partial)
   metrics = result.outcomes[0]['metrics']
   assert result.outcomes[0]['secure_aggregation'] == {
-      'neighbors': 'all', 'threshold': 5, 'contributors': 8}
+      'neighbors': 'all', 'threshold': 5, 'contributors': 8, 'responders': 8,
+      'silent': {}}
   total = np.sum(list(data.values()), axis=0)
   assert metrics['bitwidth'] == total.tolist()
   assert metrics['modular'] == (total % 7).tolist()
@@ -175,7 +176,50 @@ def test_ring_neighbors_sum_exactly_and_share_with_neighbors_only(
         expected[name]).tolist()
   assert len(sent) == 9 and all(len(messages) == 2 for messages in sent)
   assert result.outcomes[0]['secure_aggregation'] == {
-      'neighbors': 2, 'threshold': 2, 'contributors': 9}
+      'neighbors': 2, 'threshold': 2, 'contributors': 9, 'responders': 9,
+      'silent': {}}
+
+
+def _silent(monkeypatch, clients):
+  """`clients` fail their unmasking step, as devices gone offline."""
+  original = secure_round.UnmaskFn.step
+
+  def step(fn, client):
+    if client.id in clients:
+      raise ConnectionError(f'{client.id} is offline')
+    return original(fn, client)
+
+  monkeypatch.setattr(secure_round.UnmaskFn, 'step', step)
+
+
+def test_contributors_that_go_silent_before_unmasking_stay_in_the_sum(
+    monkeypatch, tmp_path):
+  """Four of nine contributors never answer step 4: the other five (the
+  threshold) unmask every input, the silent ones' included."""
+  _silent(monkeypatch, {'c1', 'c4', 'c6', 'c8'})
+  data = _data(9, seed=9)
+  form = compiler.compile(_mixed_process())
+  result = beam_runner.run(form, data, 1, 9, tmp_path / 'run', seed=1,
+                           progress=QUIET, clients_per_element=3)
+  outcome = result.outcomes[0]
+  total = np.sum(list(data.values()), axis=0)
+  assert outcome['metrics']['bitwidth'] == total.tolist()
+  protocol = outcome['secure_aggregation']
+  assert (protocol['contributors'], protocol['responders']) == (9, 5)
+  assert protocol['silent'] == {
+      c: f'ConnectionError: {c} is offline' for c in ('c1', 'c4', 'c6', 'c8')}
+
+
+def test_too_few_answers_fail_the_round_and_commit_nothing(monkeypatch,
+                                                           tmp_path):
+  _silent(monkeypatch, {'c1', 'c4', 'c6', 'c7', 'c8'})
+  form = compiler.compile(_mixed_process())
+  with pytest.raises(beam_runner.RoundError,
+                     match="'unmasking': 4 client\\(s\\) survived, fewer than "
+                           'the threshold 5'):
+    beam_runner.run(form, _data(9, seed=9), 1, 9, tmp_path / 'run', seed=1,
+                    progress=QUIET, clients_per_element=3)
+  assert run_dir.RunDir(tmp_path / 'run').last_committed() == 0
 
 
 def test_bad_neighbors_are_refused_before_anything_runs(tmp_path):
