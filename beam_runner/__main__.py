@@ -121,6 +121,7 @@ def beam_options(flags, program='beam_runner'):
 def run_command(args, flags):
   import beam_runner  # pylint: disable=g-import-not-at-top
   from canonical import storage  # pylint: disable=g-import-not-at-top
+  from canonical.secagg import graph as secagg_graph  # pylint: disable=g-import-not-at-top
   options = beam_options(flags)
   storage.configure(options)
   for name in ('rounds', 'clients_per_round', 'min_clients',
@@ -134,12 +135,11 @@ def run_command(args, flags):
   if (args.secure_threshold or 0) > args.clients_per_round:
     raise UsageError(f'--secure-threshold {args.secure_threshold} is more '
                      f'than --clients-per-round {args.clients_per_round}.')
-  if args.secure_neighbors not in (None, 'auto'):
-    if not args.secure_neighbors.isdigit() or int(args.secure_neighbors) < 2 \
-        or int(args.secure_neighbors) % 2:
-      raise UsageError('--secure-neighbors must be an even number, 2 or '
-                       'more, or auto.')
-    args.secure_neighbors = int(args.secure_neighbors)
+  try:
+    args.secure_neighbors = secagg_graph.from_text(args.secure_neighbors)
+  except ValueError:
+    raise UsageError('--secure-neighbors must be an even number, 2 or '
+                     'more, or auto.') from None
   try:
     if not storage.exists(args.form) or (storage.is_local(args.form) and
                                          not os.path.isfile(args.form)):

@@ -414,7 +414,7 @@ class UpdateFn(_FormFn, beam.DoFn):
       report = form.report(tensor_io.pack(form.accumulator_spec, accumulator,
                                           what='accumulator'))
       if secure is not None:
-        outcome['secure_aggregation'] = secure.summary(aggregate)
+        outcome['secure_aggregation'] = secure.summary(form, aggregate)
       sums = () if secure is None else secure.unmask(form, aggregate)
       new_state, metrics = form.update(state,
                                        form.server_aggregate(report, sums))

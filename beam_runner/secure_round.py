@@ -27,9 +27,8 @@ client in the run directory, `client_secrets/`, made on first use) and the
 round's attempt, so each step recomputes its earlier draws on whatever worker
 runs it (a worker keeps the clients it has drawn, `client_of`); its secure
 input, and after masking the shares it decrypted, wait like its state in the
-run directory: in this simulation that directory is
-the clients' devices' storage, and no server step reads a secret, an input
-or a held share. Messages (the server's, and the clients' n*k shares: k = n - 1
+run directory: in this simulation that directory is the clients' devices'
+storage, and no server step reads a secret, an input or a held share. Messages (the server's, and the clients' n*k shares: k = n - 1
 unless the round's `secure_neighbors` makes the mask graph a sparse ring) travel
 as files of the attempt (`secure/`), deleted when the round commits; the
 pipeline carries only their paths.
@@ -136,7 +135,7 @@ class SecureRound:
     few of a client's holders answered)."""
     the_round = round_of(form, self)
     the_roster = roster(self)
-    contributors = json.loads(storage.read_bytes(self.contributors_path))
+    contributors = contributors_of(self)
     values = tensor_io.decode(storage.read_bytes(self.masked_path))
     total = secagg.MaskedSum(tuple(np.asarray(v, np.uint64) for v in values),
                              frozenset(contributors))
@@ -148,18 +147,18 @@ class SecureRound:
     return secure_sums.as_results(form.secure_sums, flat,
                                   form.secure_update_spec)
 
-  def summary(self, response_files):
+  def summary(self, form, response_files):
     """The round's protocol for its outcome: the mask graph ('all' pairs,
     or each client's ring neighbors), the threshold, the contributors, and
     the contributors that went silent before unmasking (and why)."""
-    fields = json.loads(storage.read_bytes(self.round_path))
-    contributors = json.loads(storage.read_bytes(self.contributors_path))
+    config = round_of(form, self).config
+    contributors = contributors_of(self)
     silent = {}
     for path in response_files:
       if path.endswith(SILENT_SUFFIX):
         silent.update(json.loads(storage.read_bytes(path)))
-    return {'neighbors': fields['neighbors'] or 'all',
-            'threshold': fields['threshold'],
+    return {'neighbors': config.neighbors or 'all',
+            'threshold': config.threshold,
             'contributors': len(contributors),
             'responders': len(contributors) - len(silent),
             'silent': dict(sorted(silent.items()))}
@@ -262,6 +261,12 @@ def round_of(form, secure_round):
 
 def roster(secure_round):
   return tuple(_FILES.get(secure_round.roster_path, _read_messages))
+
+
+def contributors_of(secure_round):
+  """Whose masked inputs the sum holds, as the Unmask request published."""
+  return _FILES.get(secure_round.contributors_path,
+                    lambda path: json.loads(storage.read_bytes(path)))
 
 
 # ---------------------------------------------------------------------------
@@ -389,9 +394,8 @@ class UnmaskFn(_ClientStepFn):
   MAY_GO_SILENT = True
 
   def step(self, client):
-    contributors = _FILES.get(self._secure_round.contributors_path,
-                              lambda p: json.loads(storage.read_bytes(p)))
-    return [secagg.unmasking_shares(client.kept(), contributors)]
+    return [secagg.unmasking_shares(client.kept(),
+                                    contributors_of(self._secure_round))]
 
 
 class MaskFn(_ClientStepFn):

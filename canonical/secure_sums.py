@@ -204,12 +204,7 @@ def flat_parameters(parameters):
   return [[int(p) for p in tf.nest.flatten(entry)] for entry in parameters]
 
 
-def default_threshold(num_clients, neighbors=None):
-  """A majority of the clients that hold each client's shares: more than
-  half of the round's clients, or of a client's k neighbors and itself."""
-  holders = num_clients if neighbors is None else min(num_clients,
-                                                      neighbors + 1)
-  return holders // 2 + 1
+default_threshold = secagg.graph.majority_threshold
 
 
 def masked_sum(sums, parameters, values, specs, threshold=None, round_id=0,

@@ -42,6 +42,7 @@ from canonical import storage
 from canonical import fedavg
 from canonical import learning
 from canonical import privacy
+from canonical.secagg import graph as secagg_graph
 from pipelines import datasets
 from pipelines import encoder_choice
 from pipelines import prepare_data
@@ -156,17 +157,17 @@ class Config:
     if encoder_choice.secure_bits(self.aggregation_encoder) is None:
       raise ConfigError('--secure-neighbors needs --aggregation-encoder '
                         'secure:BITS (it shapes the secure sums\' masks).')
-    text = str(self.secure_neighbors)
-    if text != 'auto' and not (text.isdigit() and int(text) >= 2
-                               and int(text) % 2 == 0):
+    try:
+      secagg_graph.from_text(str(self.secure_neighbors))
+    except ValueError:
       raise ConfigError('--secure-neighbors must be auto or an even number, '
-                        f'2 or more, got {self.secure_neighbors!r}.')
+                        f'2 or more, got {self.secure_neighbors!r}.') from None
 
   @property
   def runner_secure_neighbors(self):
     """`secure_neighbors` as `beam_runner.run` takes it."""
-    text = self.secure_neighbors
-    return text if text in (None, 'auto') else int(text)
+    return secagg_graph.from_text(
+        None if self.secure_neighbors is None else str(self.secure_neighbors))
 
   @property
   def private(self):

@@ -52,7 +52,8 @@ def secure_sum_round(client_inputs, moduli, threshold, *,
     seed: None for OS randomness (production); an int, str or bytes for a
       reproducible round (tests only).
     neighbors: None (every pair of clients masks) or an even k: each client
-      masks with and shares among k ring neighbors (`secagg.graph`).
+      masks with and shares among k ring neighbors (`secagg.graph`); 'auto':
+      the k `graph.neighbors_for` picks for these clients.
 
   Returns:
     A `SecureSumResult` whose `sum` is the modular sum of the contributors'
@@ -73,6 +74,7 @@ def secure_sum_round(client_inputs, moduli, threshold, *,
       and not 1 <= threshold <= len(ids)):
     raise SecAggError(f'threshold {threshold} is out of range [1, {len(ids)}] '
                       f'for {len(ids)} clients')
+  neighbors = graph.resolve(neighbors, len(ids))
   graph.check_threshold(threshold, neighbors)
   try:
     config = config_lib.make_config(client_inputs[ids[0]], moduli, threshold,

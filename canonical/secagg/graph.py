@@ -33,6 +33,24 @@ def resolve(neighbors, num_clients):
   return check_neighbors(neighbors)
 
 
+def from_text(text):
+  """A command line's neighbors: None, 'auto' or an even int >= 2
+  (ValueError otherwise)."""
+  if text is None or text == AUTO:
+    return text
+  if not (text.isdigit() and int(text) >= 2 and int(text) % 2 == 0):
+    raise ValueError(f'{text!r} is not auto or an even number >= 2')
+  return int(text)
+
+
+def majority_threshold(num_clients, neighbors=None):
+  """A majority of the clients that hold each client's shares: of the
+  round's clients, or of a client's k neighbors and itself."""
+  holders = num_clients if neighbors is None else min(num_clients,
+                                                      neighbors + 1)
+  return holders // 2 + 1
+
+
 def check_neighbors(neighbors):
   """`neighbors` if it is None or an even int >= 2."""
   if neighbors is None:
@@ -48,23 +66,20 @@ def check_neighbors(neighbors):
 
 def check_threshold(threshold, neighbors):
   """t must not exceed the clients holding each client's shares."""
-  if neighbors == AUTO:
-    return
   if check_neighbors(neighbors) is not None and threshold > neighbors + 1:
     raise SecAggError(
         f'threshold {threshold} is more than the {neighbors + 1} clients that '
         f'hold each client\'s shares (its {neighbors} neighbors and itself)')
 
 
-def failure_bound(num_clients, neighbors, dropout, threshold=None):
+def failure_bound(num_clients, neighbors, dropout):
   """An upper bound on the chance that a round fails when each client drops
   independently with probability `dropout` before unmasking: some client
-  keeps fewer than t of the k + 1 holders of its shares, or k/2 clients in a
-  row on the ring drop and cut it (a union bound over the clients)."""
+  keeps fewer than t (the default majority) of the k + 1 holders of its
+  shares, or k/2 clients in a row on the ring drop and cut it (a union bound
+  over the clients)."""
   holders = min(num_clients, neighbors + 1)
-  if threshold is None:
-    threshold = holders // 2 + 1
-  most_lost = holders - threshold
+  most_lost = holders - majority_threshold(num_clients, neighbors)
   short = sum(_binomial(holders, lost, dropout)
               for lost in range(most_lost + 1, holders + 1))
   cut = 0.0 if is_complete(neighbors, num_clients) else (
