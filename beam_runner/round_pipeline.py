@@ -9,8 +9,8 @@
          batches
       -> [Reshuffle] -> Work of round a+1 -> ...
 
-A round of one element has nothing to merge: its Work and Update run as one
-step (`WorkThenUpdateFn`), since each step costs a runner ~10 ms to build,
+A round of one element has nothing to merge: its steps run as one Beam step
+(`steps.InOneStep`), since each step costs a runner ~10 ms to build,
 translate and start, as much as 20 small clients' work.
 
 No side inputs and no multi-output ParDos: runners do not implement those
@@ -41,12 +41,12 @@ import time
 
 import apache_beam as beam
 from apache_beam import coders
-from apache_beam import typehints
 import numpy as np
 import tensorflow as tf
 
 from beam_runner import client_data as client_data_lib
 from beam_runner import sandbox
+from beam_runner import steps
 from beam_runner import tensor_io
 from canonical import storage
 
@@ -108,17 +108,7 @@ def worker_id():
   return f'{socket.gethostname()}:{os.getpid()}'
 
 
-class _AnyOutput:
-  """Mixin for DoFns and CombineFns: no output type inference."""
-
-  def infer_output_type(self, input_type):
-    """Any: Beam's default infers it from `process`'s bytecode, ~10 ms a
-    step each time a pipeline is built."""
-    del input_type
-    return typehints.Any
-
-
-class _FormFn(_AnyOutput):
+class _FormFn(steps.AnyOutput):
   """Mixin: the form, obtained once per worker process; storage configured."""
 
   _TRANSIENT = ('_form',)
@@ -432,22 +422,6 @@ class UpdateFn(_FormFn, beam.DoFn):
         yield from self._next.batches
 
 
-class WorkThenUpdateFn(_AnyOutput, beam.DoFn):
-  """A round of one element: its Work, then its Update on that partial."""
-
-  def __init__(self, work, update):
-    self._work = work
-    self._update = update
-
-  def setup(self):
-    self._work.setup()
-    self._update.setup()
-
-  def process(self, tasks):
-    for partial in self._work.process(tasks):
-      yield from self._update.process(partial)
-
-
 class RoundFailed(Exception):
   """The round cannot update; its outcome says why."""
 
@@ -514,19 +488,13 @@ def build(pipeline, engine, source, data_source, plans, min_clients,
                   plan.secure)
     update = UpdateFn(source, options, plan, next_plan, min_clients)
     if plan.secure is not None:
-      elements = plan.secure.stages(elements, engine, name, source, options,
-                                    plan, work, update)
-      continue
-    if len(plan.batches) == 1:
-      elements = elements | f'{name}WorkThenUpdate' >> beam.ParDo(
-          WorkThenUpdateFn(work, update))
-      continue
-    elements = (
-        elements
-        | f'{name}Work' >> beam.ParDo(work)
-        | f'{name}Aggregate' >> beam.CombineGlobally(
-            AggregateFn(source, options)).without_defaults()
-        | f'{name}Update' >> beam.ParDo(update))
+      round_steps = plan.secure.round_steps(source, options, plan, work, update)
+    else:
+      round_steps = [steps.Each('Work', work),
+                     steps.Combine('Aggregate', AggregateFn(source, options)),
+                     steps.Each('Update', update)]
+    elements = steps.apply(elements, round_steps, engine, name,
+                           len(plan.batches))
   return elements
 
 

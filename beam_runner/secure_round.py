@@ -20,7 +20,9 @@ server (single steps after each combine).
 A client's work, the round's heavy part, runs where `Create` put its batch
 (every engine spreads those); the protocol's steps after it spread at a
 Reshuffle where the engine does (Dask keeps them where the combine put them).
-The aggregation tier and every worker that is not the client itself only
+A round whose clients are one element runs the same steps in one Beam step
+(`steps.InOneStep`): its protocol then costs what its cryptography and files
+cost, not fifteen Beam steps and four barriers. The aggregation tier and every worker that is not the client itself only
 ever handle public keys, ciphertexts, masked inputs and sums of them. A
 client draws its keys and masks from its own secret (one 32-byte file per
 client in the run directory, `client_secrets/`, made on first use) and the
@@ -28,9 +30,9 @@ round's attempt, so each step recomputes its earlier draws on whatever worker
 runs it (a worker keeps the clients it has drawn, `client_of`); its secure
 input, and after masking the shares it decrypted, wait like its state in the
 run directory: in this simulation that directory is the clients' devices'
-storage, and no server step reads a secret, an input or a held share. Messages (the server's, and the clients' n*k shares: k = n - 1
-unless the round's `secure_neighbors` makes the mask graph a sparse ring) travel
-as files of the attempt (`secure/`), deleted when the round commits; the
+storage, and no server step reads a secret, an input or a held share.
+Messages (the server's, and the clients' n*k shares: k = n - 1 unless the
+round's `secure_neighbors` makes the mask graph a sparse ring) travel as files of the attempt (`secure/`), deleted when the round commits; the
 pipeline carries only their paths.
 """
 
@@ -45,6 +47,7 @@ import tensorflow as tf
 
 from beam_runner import client_data
 from beam_runner import round_pipeline
+from beam_runner import steps
 from beam_runner import tensor_io
 from canonical import secagg
 from canonical import secure_sums
@@ -163,44 +166,26 @@ class SecureRound:
             'responders': len(contributors) - len(silent),
             'silent': dict(sorted(silent.items()))}
 
-  def stages(self, elements, engine, name, source, options, plan, work,
-             update):
-    """The round's stages after its batches (see the module docstring)."""
-
-    def spread(pcoll, step):
-      if engine.spreads_at_reshuffle:
-        return pcoll | f'{name}{step}Spread' >> beam.Reshuffle()
-      return pcoll
-
-    def collect(pcoll, step):
-      # All the paths in one list: a GroupByKey is cheaper to build and run
-      # than a CombineGlobally, and no partial needs combining.
-      return (pcoll
-              | f'{name}{step}Key' >> beam.Map(lambda paths: (None, paths))
-              | f'{name}{step}' >> beam.GroupByKey()
-              | f'{name}{step}Flat' >> beam.MapTuple(
-                  lambda _, lists: [p for paths in lists for p in paths]))
-
-    aggregate = (elements
-                 | f'{name}Work' >> beam.ParDo(work)
-                 | f'{name}Aggregate' >> beam.CombineGlobally(
-                     round_pipeline.AggregateFn(source, options)
-                 ).without_defaults())
-    rostered = aggregate | f'{name}Roster' >> beam.ParDo(
-        RosterFn(options, plan))
-    shares = collect(spread(rostered, 'Share') | f'{name}ShareKeys' >>
-                     beam.ParDo(ShareKeysFn(source, options, self)), 'Shares')
-    relayed = shares | f'{name}Relay' >> beam.ParDo(RelayFn(options, plan))
-    masked = (spread(relayed, 'Mask')
-              | f'{name}Mask' >> beam.ParDo(MaskFn(source, options, self))
-              | f'{name}MaskedSum' >> beam.CombineGlobally(
-                  MaskedSumFn(source, options, self)).without_defaults())
-    requested = masked | f'{name}UnmaskRequest' >> beam.ParDo(
-        UnmaskRequestFn(options, plan))
-    responses = collect(spread(requested, 'Unmask') | f'{name}Unmask' >>
-                        beam.ParDo(UnmaskFn(source, options, self)),
-                        'Responses')
-    return responses | f'{name}Update' >> beam.ParDo(update)
+  def round_steps(self, source, options, plan, work, update):
+    """The round's steps (see the module docstring)."""
+    return [
+        steps.Each('Work', work),
+        steps.Combine('Aggregate', round_pipeline.AggregateFn(source,
+                                                              options)),
+        steps.Each('Roster', RosterFn(options, plan)),
+        steps.Spread('ShareSpread'),
+        steps.Each('ShareKeys', ShareKeysFn(source, options, self)),
+        steps.Collect('Shares'),
+        steps.Each('Relay', RelayFn(options, plan)),
+        steps.Spread('MaskSpread'),
+        steps.Each('Mask', MaskFn(source, options, self)),
+        steps.Combine('MaskedSum', MaskedSumFn(source, options, self)),
+        steps.Each('UnmaskRequest', UnmaskRequestFn(options, plan)),
+        steps.Spread('UnmaskSpread'),
+        steps.Each('Unmask', UnmaskFn(source, options, self)),
+        steps.Collect('Responses'),
+        steps.Each('Update', update),
+    ]
 
 
 # ---------------------------------------------------------------------------
@@ -406,14 +391,10 @@ class MaskFn(_ClientStepFn):
     form = self.form()
     the_round = round_of(form, self._secure_round)
     total = secagg.aggregation.zero(the_round.config)
-    spec = tuple(tf.nest.map_structure(
-        lambda s: tf.TensorSpec(s.shape, tf.uint64), s)
-                 for s in form.secure_update_spec)
     for task in tasks:
-      value = tensor_io.read_tensors(
-          self._secure_round.input_path(task.client_id), spec,
-          what='secure input')
-      value = tf.nest.map_structure(lambda t: t.numpy(), value)
+      value = tf.nest.pack_sequence_as(
+          form.secure_update_spec, tensor_io.read_arrays(
+              self._secure_round.input_path(task.client_id), 'secure input'))
       client = client_of(the_round, task.client_id)
       masking, masked = secagg.masked_input(client.sharing_state, value,
                                             client.inbox())
@@ -457,7 +438,7 @@ class MaskedSumFn(round_pipeline._FormFn, beam.CombineFn):  # pylint: disable=pr
 # The server's steps after each combine.
 
 
-class _ServerStepFn(round_pipeline._AnyOutput, beam.DoFn):  # pylint: disable=protected-access
+class _ServerStepFn(steps.AnyOutput, beam.DoFn):
 
   def __init__(self, storage_options, plan):
     self._storage_options = storage_options

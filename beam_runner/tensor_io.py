@@ -134,12 +134,16 @@ def write_tensors(path, structure):
   return bits(arrays)
 
 
-def read_tensors(path, spec, what='value'):
-  """The structure `spec` describes, from a file `write_tensors` wrote;
-  storage.NotFound if there is none, ValueError (naming the file) if it is
-  corrupt."""
+def read_arrays(path, what='value'):
+  """The flat numpy arrays of a file `write_tensors` wrote; storage.NotFound
+  if there is none, ValueError (naming the file) if it is corrupt."""
   try:
-    arrays = decode(storage.read_bytes(path))
+    return decode(storage.read_bytes(path))
   except ValueError as e:
     raise ValueError(f'The {what} in {path}: {e}') from None
-  return pack(spec, arrays, what=f'{what} in {path}')
+
+
+def read_tensors(path, spec, what='value'):
+  """The structure `spec` describes, from a file `write_tensors` wrote;
+  errors as `read_arrays`."""
+  return pack(spec, read_arrays(path, what), what=f'{what} in {path}')

@@ -151,8 +151,8 @@ def test_a_round_of_one_element_is_one_step():
                        [plan(1, 1), plan(2, 2), plan(3, 1)], min_clients=1)
   steps = [part.full_label for part in pipeline.transforms_stack[0].parts
            if part.full_label.startswith('Round')]
-  assert steps == ['Round1WorkThenUpdate', 'Round2Work', 'Round2Aggregate',
-                   'Round2Update', 'Round3WorkThenUpdate']
+  assert steps == ['Round1InOneStep', 'Round2Work', 'Round2Aggregate',
+                   'Round2Update', 'Round3InOneStep']
 
 
 def test_sampling_is_a_pure_function_of_seed_and_round():

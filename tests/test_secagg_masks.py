@@ -73,3 +73,16 @@ def test_labels_never_collide():
   with pytest.raises(TypeError):
     kdf.encode_label(True)
   assert kdf.derive_key(b's', 'a', 0) != kdf.derive_key(b's', 'a', 1)
+
+
+def test_keys_are_rfc_5869_hkdf_sha256():
+  # RFC 5869, test case 3 (no salt, no info): the first 32 bytes of its OKM.
+  assert kdf.hkdf_sha256(bytes([0x0b]) * 22, b'').hex() == (
+      '8da4e775a563c18f715f802a063c5a31b8a11f5c5ee1879ec3454e5f3c738d2d')
+  # And the same key as cryptography's HKDF for a label of ours.
+  from cryptography.hazmat.primitives import hashes  # pylint: disable=g-import-not-at-top
+  from cryptography.hazmat.primitives.kdf import hkdf
+  info = kdf.encode_label('pair-seed', '3/a', 'c1', 'c2')
+  assert kdf.derive_key(b'secret', 'pair-seed', '3/a', 'c1', 'c2') == hkdf.HKDF(
+      algorithm=hashes.SHA256(), length=32, salt=None,
+      info=info).derive(b'secret')

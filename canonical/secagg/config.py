@@ -6,6 +6,7 @@ array; the unmasked sum comes back with the leaf's own shape and dtype.
 """
 
 import dataclasses
+import math
 from typing import Any
 
 import numpy as np
@@ -27,7 +28,7 @@ class LeafSpec:
 
   @property
   def size(self):
-    return int(np.prod(self.shape, dtype=np.int64))
+    return math.prod(self.shape)
 
   @property
   def name(self):

@@ -6,10 +6,8 @@ key, so masks are independent per round, per pair, per leaf.
 """
 
 import functools
+import hmac
 import struct
-
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 _DOMAIN = b'fedcanon/secagg/v1'
 KEY_BYTES = 32
@@ -39,7 +37,14 @@ def encode_label(*parts):
   return b''.join(out)
 
 
+def hkdf_sha256(secret, info):
+  """HKDF-SHA256 (RFC 5869) without salt, one 32-byte block: two HMACs
+  (a tenth of the cost of building cryptography's HKDF object per key, and
+  a round derives ~80 keys per client)."""
+  pseudorandom_key = hmac.digest(bytes(32), secret, 'sha256')
+  return hmac.digest(pseudorandom_key, info + b'\x01', 'sha256')
+
+
 def derive_key(secret, *label_parts):
   """A 32-byte key from `secret` (bytes), bound to what `label_parts` name."""
-  return HKDF(algorithm=hashes.SHA256(), length=KEY_BYTES, salt=None,
-              info=encode_label(*label_parts)).derive(secret)
+  return hkdf_sha256(secret, encode_label(*label_parts))
