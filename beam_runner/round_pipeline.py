@@ -56,6 +56,8 @@ NON_FINITE_UPDATE = 'non-finite update'
 NON_FINITE_STATE = 'non-finite client state'
 WORK_FAILED = 'work failed'
 SECURE_INPUT = 'secure input out of range'
+SECURE_SHARING = 'secure protocol: sharing keys failed'
+SECURE_MASKING = 'secure protocol: masking failed'
 
 # What a client's U or new state may hold (`run(..., non_finite=...)`).
 NON_FINITE_POLICIES = {
@@ -205,7 +207,7 @@ class WorkFn(_FormFn, beam.DoFn):
   def process(self, tasks):
     form = self.form()
     c = self._load_broadcast()  # Not one client's: fails the round.
-    accumulator, stats = None, empty_stats()
+    accumulator, stats, worked = None, empty_stats(), 0
     remote = getattr(self._data, 'remote', False) or not storage.is_local(
         self._attempt.directory)
     inputs = _in_order(self._inputs, tasks, REMOTE_READS if remote else 0)
@@ -215,23 +217,24 @@ class WorkFn(_FormFn, beam.DoFn):
         if isinstance(read, ClientDropped):
           raise read
         update, bits = self._work(task, read, c)
-        if self._secure is not None:  # Its secure part goes masked.
-          update, secure_part = form.split_update(update)
+        if self._secure is not None:
+          # It keeps its U and advertises its keys; its U goes with its
+          # masked input (secure_round.MaskFn), if it gets that far.
           stats['advertisements'].append(
-              self._secure.keep_input(form, task.client_id, secure_part))
-          bits = tensor_io.bits(tensor_io.flatten(update)) + \
-              self._secure.masked_bits(form)
+              self._secure.keep_update(form, task.client_id, update))
       except ClientDropped as e:
         stats['dropped'].append([task.client_id, e.reason, str(e)])
         continue
-      if accumulator is None:
-        accumulator = form.zero()
-      accumulator = form.accumulate(accumulator, update)
-      stats['ok'] += 1
-      stats['bits'] += bits
+      worked += 1
       stats['seconds'] += seconds + time.perf_counter() - start
-    if stats['ok']:
-      stats['workers'][worker_id()] = stats['ok']
+      if self._secure is None:
+        if accumulator is None:
+          accumulator = form.zero()
+        accumulator = form.accumulate(accumulator, update)
+        stats['ok'] += 1
+        stats['bits'] += bits
+    if worked:
+      stats['workers'][worker_id()] = worked
     yield [None if accumulator is None else tensor_io.flatten(accumulator),
            stats]
 

@@ -2,17 +2,19 @@
 `canonical.secagg` between the clients (their batches, on any worker) and the
 server (single steps after each combine).
 
-    batches -> Work (round_pipeline.WorkFn): each client's U; the plain part
-         into the accumulator, the secure part kept at the client (checked
-         against its range) and the client's public keys advertised
-      -> Aggregate (CombineFn): the form's merge
-      -> Roster (server): keeps the plain aggregate, publishes the roster
+    batches -> Work (round_pipeline.WorkFn): each client's U, kept at the
+         client (its secure part checked against its range), and the
+         client's public keys advertised
+      -> Aggregate (CombineFn): the work's counts and the advertisements
+      -> Roster (server): publishes the roster
       -> ShareKeys: each client's Shamir shares, encrypted for each peer
       -> Collect -> Relay (server): writes each batch's inbox
-      -> Mask: each client's kept input plus its masks
-      -> MaskedSum (CombineFn): modular addition of masked inputs only
-      -> Unmask request (server): keeps the masked total (or fails the
-         round below the threshold)
+      -> Mask: each client's kept input plus its masks, and the plain part
+         of its U accumulated (the form's zero and accumulate)
+      -> MaskedSum (CombineFn): the form's merge of the plain parts, and
+         modular addition of masked inputs
+      -> Unmask request (server): keeps the plain aggregate and the masked
+         total (or fails the round below the threshold)
       -> Unmask: each contributor's shares -> Collect
       -> Update (round_pipeline.UpdateFn): unmasks the sums, then report and
          update as in any round
@@ -22,18 +24,30 @@ A client's work, the round's heavy part, runs where `Create` put its batch
 Reshuffle where the engine does (Dask keeps them where the combine put them).
 A round whose clients are one element runs the same steps in one Beam step
 (`steps.InOneStep`): its protocol then costs what its cryptography and files
-cost, not fifteen Beam steps and four barriers. The aggregation tier and every worker that is not the client itself only
-ever handle public keys, ciphertexts, masked inputs and sums of them. A
-client draws its keys and masks from its own secret (one 32-byte file per
-client in the run directory, `client_secrets/`, made on first use) and the
-round's attempt, so each step recomputes its earlier draws on whatever worker
-runs it (a worker keeps the clients it has drawn, `client_of`); its secure
-input, and after masking the shares it decrypted, wait like its state in the
-run directory: in this simulation that directory is the clients' devices'
-storage, and no server step reads a secret, an input or a held share.
-Messages (the server's, and the clients' n*k shares: k = n - 1 unless the
-round's `secure_neighbors` makes the mask graph a sparse ring) travel as files of the attempt (`secure/`), deleted when the round commits; the
-pipeline carries only their paths.
+cost, not fifteen Beam steps and four barriers.
+
+The aggregation tier and every worker that is not the client itself only
+ever handle public keys, ciphertexts, masked inputs, plain parts of U and
+sums of them. A client draws its keys and masks from its own secret (one
+32-byte file per client in the run directory, `client_secrets/`, made on
+first use) and the round's attempt, so each step recomputes its earlier
+draws on whatever worker runs it (a worker keeps the clients it has drawn,
+`client_of`); its U, and after masking the shares it decrypted, wait like
+its state in the run directory: in this simulation that directory is the
+clients' devices' storage, and no server step reads a secret, an input or a
+held share. Messages (the server's, and the clients' n*k shares: k = n - 1
+unless the round's `secure_neighbors` makes the mask graph a sparse ring)
+travel as files of the attempt (`secure/`), deleted when the round commits;
+the pipeline carries only their paths.
+
+Clients drop out at any step, as devices do (Bonawitz et al.): one whose
+key sharing or masking fails is in no sum, plain or secure (its U travels
+with its masked input, so both parts go in together or not at all), is
+counted dropped with the step, and keeps its old state; the survivors'
+shares remove the masks others added for it. One whose unmasking fails goes
+silent: its input stays in the sums, unmasked from its holders' shares.
+Below the threshold at any step, or with survivors not connected in a
+sparse graph, the round fails and commits nothing.
 """
 
 import functools
@@ -69,9 +83,11 @@ class SecureRound:
     self.roster_path = storage.join(self.directory, 'roster.jsonl')
     self.aggregate_path = storage.join(self.directory, 'aggregate.tensors')
     self.stats_path = storage.join(self.directory, 'aggregate.json')
+    self.work_stats_path = storage.join(self.directory, 'work.json')
     self.masked_path = storage.join(self.directory, 'masked_total.tensors')
     self.contributors_path = storage.join(self.directory,
                                           'contributors.json')
+    self.sharing_path = storage.join(self.directory, 'sharing.json')
     self.secrets_directory = storage.join(run_directory, SECRETS_DIR)
     self.round_id = f'{attempt.round}/{attempt.id}'
 
@@ -82,6 +98,11 @@ class SecureRound:
   def input_path(self, client_id):
     """Where a client keeps its secure input between its steps."""
     return storage.join(self.directory, 'inputs',
+                        client_data.file_name(client_id) + '.tensors')
+
+  def plain_path(self, client_id):
+    """Where a client keeps the plain part of its U until it masks."""
+    return storage.join(self.directory, 'plain',
                         client_data.file_name(client_id) + '.tensors')
 
   def held_path(self, client_id):
@@ -106,11 +127,13 @@ class SecureRound:
         'neighbors': neighbors,
         'moduli': [tf.nest.flatten(m) for m in moduli]}).encode())
 
-  def keep_input(self, form, client_id, secure_part):
-    """At the client, after its work: checks and keeps its secure input;
-    returns its key advertisement (wire text). ClientDropped if the input
-    is out of range."""
+  def keep_update(self, form, client_id, update):
+    """At the client, after its work: checks its secure input and keeps it
+    and its U's plain part (both travel with its masked input); returns
+    its key advertisement (wire text). ClientDropped if the input is out of
+    range."""
     the_round = round_of(form, self)
+    plain, secure_part = form.split_update(update)
     try:
       value = secure_sums.client_inputs(
           form.secure_sums, the_round.parameters, secure_part,
@@ -119,8 +142,22 @@ class SecureRound:
       raise round_pipeline.ClientDropped(round_pipeline.SECURE_INPUT,
                                          str(e)) from e
     tensor_io.write_tensors(self.input_path(client_id), value)
+    if tf.nest.flatten(plain):
+      tensor_io.write_tensors(self.plain_path(client_id), plain)
     return secagg.wire.to_bytes(client_of(the_round, client_id).advertisement
                                 ).decode()
+
+  def kept_update(self, form, client_id):
+    """(U's plain part as arrays, the secure input) `keep_update` kept."""
+    spec = form.client_update_spec
+    plain = tensor_io.read_arrays(self.plain_path(client_id), 'plain update'
+                                  ) if tf.nest.flatten(spec) else []
+    plain = tensor_io.pack(spec, plain, what='plain update')
+    value = tf.nest.pack_sequence_as(form.secure_update_spec,
+                                     tensor_io.read_arrays(
+                                         self.input_path(client_id),
+                                         'secure input'))
+    return plain, value
 
   def masked_bits(self, form):
     """Bits of one client's masked input: each value at its modulus's
@@ -128,7 +165,8 @@ class SecureRound:
     return secagg.masked_input_bits(round_of(form, self).config)
 
   def read_aggregate(self):
-    """(the plain aggregate's arrays, the round's stats) the Roster kept."""
+    """(the plain aggregate's arrays, the round's stats) the Unmask request
+    kept."""
     stats = json.loads(storage.read_bytes(self.stats_path))
     return tensor_io.decode(storage.read_bytes(self.aggregate_path)), stats
 
@@ -143,7 +181,7 @@ class SecureRound:
     total = secagg.MaskedSum(tuple(np.asarray(v, np.uint64) for v in values),
                              frozenset(contributors))
     flat = secagg.unmask(the_round.config, the_roster,
-                         sorted(a.sender for a in the_roster), total,
+                         sharing_of(self)['senders'], total,
                          [m for path in response_files
                           if not path.endswith(SILENT_SUFFIX)
                           for m in _read_messages(path)])
@@ -156,10 +194,7 @@ class SecureRound:
     the contributors that went silent before unmasking (and why)."""
     config = round_of(form, self).config
     contributors = contributors_of(self)
-    silent = {}
-    for path in response_files:
-      if path.endswith(SILENT_SUFFIX):
-        silent.update(json.loads(storage.read_bytes(path)))
+    silent = _silent(response_files)
     return {'neighbors': config.neighbors or 'all',
             'threshold': config.threshold,
             'contributors': len(contributors),
@@ -180,7 +215,7 @@ class SecureRound:
         steps.Spread('MaskSpread'),
         steps.Each('Mask', MaskFn(source, options, self)),
         steps.Combine('MaskedSum', MaskedSumFn(source, options, self)),
-        steps.Each('UnmaskRequest', UnmaskRequestFn(options, plan)),
+        steps.Each('UnmaskRequest', UnmaskRequestFn(source, options, plan)),
         steps.Spread('UnmaskSpread'),
         steps.Each('Unmask', UnmaskFn(source, options, self)),
         steps.Collect('Responses'),
@@ -250,8 +285,26 @@ def roster(secure_round):
 
 def contributors_of(secure_round):
   """Whose masked inputs the sum holds, as the Unmask request published."""
-  return _FILES.get(secure_round.contributors_path,
-                    lambda path: json.loads(storage.read_bytes(path)))
+  return _FILES.get(secure_round.contributors_path, _read_json)
+
+
+def sharing_of(secure_round):
+  """{'senders': who shared keys (U2), 'silent': {client: why not}}, as
+  the Relay published."""
+  return _FILES.get(secure_round.sharing_path, _read_json)
+
+
+def _read_json(path):
+  return json.loads(storage.read_bytes(path))
+
+
+def _silent(paths):
+  """{client: why} of the clients that went silent in a client step."""
+  silent = {}
+  for path in paths:
+    if path.endswith(SILENT_SUFFIX):
+      silent.update(_read_json(path))
+  return silent
 
 
 # ---------------------------------------------------------------------------
@@ -363,8 +416,11 @@ class _ClientStepFn(round_pipeline._FormFn, beam.DoFn):  # pylint: disable=prote
 
 
 class ShareKeysFn(_ClientStepFn):
+  """Each client's encrypted shares; a client whose step fails goes silent
+  (it drops out: no one masks with it)."""
 
   STEP = 'shares'
+  MAY_GO_SILENT = True
 
   def step(self, client):
     return client.share_keys()[1]
@@ -384,33 +440,48 @@ class UnmaskFn(_ClientStepFn):
 
 
 class MaskFn(_ClientStepFn):
-  """Each client's kept secure input plus its masks: a partial masked sum
-  (flat uint64 arrays, and whose inputs it holds)."""
+  """Each client's kept secure input plus its masks, and the plain part of
+  its U: a partial aggregate (round_pipeline.AggregateFn's) and a partial
+  masked sum (flat uint64 arrays, and whose inputs it holds). A client
+  whose step fails drops out: neither part of its U is in any sum."""
 
   def process(self, tasks):
     form = self.form()
     the_round = round_of(form, self._secure_round)
+    accumulator, stats = None, round_pipeline.empty_stats()
     total = secagg.aggregation.zero(the_round.config)
+    masked_bits = self._secure_round.masked_bits(form)
     for task in tasks:
-      value = tf.nest.pack_sequence_as(
-          form.secure_update_spec, tensor_io.read_arrays(
-              self._secure_round.input_path(task.client_id), 'secure input'))
-      client = client_of(the_round, task.client_id)
-      masking, masked = secagg.masked_input(client.sharing_state, value,
-                                            client.inbox())
-      client.keep(masking)
+      try:
+        plain, value = self._secure_round.kept_update(form, task.client_id)
+        client = client_of(the_round, task.client_id)
+        masking, masked = secagg.masked_input(client.sharing_state, value,
+                                              client.inbox())
+        client.keep(masking)
+      except Exception as e:  # pylint: disable=broad-except
+        stats['dropped'].append([task.client_id,
+                                 round_pipeline.SECURE_MASKING,
+                                 round_pipeline._message(e)])  # pylint: disable=protected-access
+        continue
       total = secagg.aggregation.accumulate(the_round.config, total, masked)
-    yield [list(total.values), sorted(total.contributors)]
+      if accumulator is None:
+        accumulator = form.zero()
+      accumulator = form.accumulate(accumulator, plain)
+      stats['ok'] += 1
+      stats['bits'] += tensor_io.bits(tensor_io.flatten(plain)) + masked_bits
+    yield [None if accumulator is None else tensor_io.flatten(accumulator),
+           stats, list(total.values), sorted(total.contributors)]
 
 
 class MaskedSumFn(round_pipeline._FormFn, beam.CombineFn):  # pylint: disable=protected-access
-  """The aggregation tier's part: adds masked inputs modulo m; it never
-  sees an input."""
+  """The aggregation tier's part: the form's merge of plain partials, and
+  masked inputs added modulo m; it never sees a secure input."""
 
   def __init__(self, source, storage_options, secure_round):
     self._source = source
     self._storage_options = storage_options
     self._secure_round = secure_round
+    self._plain = round_pipeline.AggregateFn(source, storage_options)
 
   def create_accumulator(self):
     return None
@@ -420,15 +491,18 @@ class MaskedSumFn(round_pipeline._FormFn, beam.CombineFn):  # pylint: disable=pr
 
   def merge_accumulators(self, accumulators):
     config = round_of(self.form(), self._secure_round).config
-    total = None
+    plain, total = [], None
     for partial in accumulators:
       if partial is None:
         continue
-      more = secagg.MaskedSum(tuple(partial[0]), frozenset(partial[1]))
+      plain.append(partial[:2])
+      more = secagg.MaskedSum(tuple(partial[2]), frozenset(partial[3]))
       total = more if total is None else secagg.aggregation.merge(
           config, total, more)
-    return None if total is None else [list(total.values),
-                                       sorted(total.contributors)]
+    if total is None:
+      return None
+    return self._plain.merge_accumulators(plain) + [
+        list(total.values), sorted(total.contributors)]
 
   def extract_output(self, accumulator):
     return accumulator
@@ -455,6 +529,18 @@ class _ServerStepFn(steps.AnyOutput, beam.DoFn):
     return json.loads(storage.read_bytes(
         self._plan.secure.round_path))['threshold']
 
+  def _stats(self, masking=None):
+    """The round's counts so far: its work's (as the Roster kept them),
+    the clients that dropped out sharing keys, and the masking step's."""
+    secure = self._plan.secure
+    stats = _read_json(secure.work_stats_path)
+    for client, why in sorted(_read_json(secure.sharing_path)['silent']
+                              .items()):
+      stats['dropped'].append([client, round_pipeline.SECURE_SHARING, why])
+    if masking is not None:
+      round_pipeline.merge_stats(stats, masking)
+    return stats
+
   def _batches(self, clients):
     """The round's batches, each with only `clients`."""
     for tasks in self._plan.batches:
@@ -464,16 +550,16 @@ class _ServerStepFn(steps.AnyOutput, beam.DoFn):
 
 
 class RosterFn(_ServerStepFn):
-  """Keeps the plain aggregate; publishes the advertisements of the clients
+  """Keeps the work's counts; publishes the advertisements of the clients
   whose work succeeded; sends their batches on to share keys."""
 
   def process(self, aggregate):
     storage.configure(self._storage_options)
-    arrays, stats = aggregate
+    _, stats = aggregate  # No U yet: each client keeps its own.
     secure = self._plan.secure
-    advertisements = stats.pop('advertisements')
-    storage.write_bytes(secure.aggregate_path, tensor_io.encode(arrays or []))
-    storage.write_bytes(secure.stats_path, json.dumps(stats).encode())
+    advertisements = stats['advertisements']
+    stats['advertisements'] = []
+    storage.write_bytes(secure.work_stats_path, json.dumps(stats).encode())
     threshold = self._threshold()
     if len(advertisements) < threshold:
       self._fail(stats, f'{len(advertisements)} clients advertised keys, '
@@ -486,36 +572,58 @@ class RosterFn(_ServerStepFn):
 
 
 class RelayFn(_ServerStepFn):
-  """Writes each client's inbox (the shares addressed to it)."""
+  """Publishes who shared keys (U2: the roster less the clients that went
+  silent) and writes each one's inbox (the shares addressed to it)."""
 
   def process(self, share_files):
     storage.configure(self._storage_options)
     secure = self._plan.secure
-    shares = [m for path in share_files for m in _read_messages(path)]
-    # Every client of the roster shared its keys (a failed step fails the
-    # round), even one with no peer to send shares to.
-    senders = sorted(a.sender for a in roster(secure))
+    silent = _silent(share_files)
+    shares = [m for path in share_files if not path.endswith(SILENT_SUFFIX)
+              for m in _read_messages(path)]
+    # A client with no peer to send shares to shared its keys too.
+    senders = sorted(a.sender for a in roster(secure)
+                     if a.sender not in silent)
+    storage.write_bytes(secure.sharing_path, json.dumps(
+        {'senders': senders, 'silent': silent}).encode())
+    threshold = self._threshold()
+    if len(senders) < threshold:
+      self._fail(self._stats(), f'{len(senders)} clients shared keys, fewer '
+                                f'than the threshold {threshold}')
+      return
     inbox = secagg.relay_shares(shares, senders)
     for client, messages in inbox.items():
       _write_messages(secure.inbox_path(client), messages)
     yield from self._batches(set(senders))
 
 
-class UnmaskRequestFn(_ServerStepFn):
-  """Keeps the masked total for the Update and asks the contributors to
-  unmask it."""
+class UnmaskRequestFn(round_pipeline._FormFn, _ServerStepFn):  # pylint: disable=protected-access
+  """Keeps the plain aggregate and the masked total for the Update and
+  asks the contributors to unmask it, if they are enough and connected."""
+
+  def __init__(self, source, storage_options, plan):
+    super().__init__(storage_options, plan)
+    self._source = source
 
   def process(self, total):
     storage.configure(self._storage_options)
-    values, contributors = total
+    arrays, masking, values, contributors = total
     secure = self._plan.secure
+    stats = self._stats(masking)
+    storage.write_bytes(secure.aggregate_path, tensor_io.encode(arrays or []))
+    storage.write_bytes(secure.stats_path, json.dumps(stats).encode())
     storage.write_bytes(secure.masked_path, tensor_io.encode(values))
     storage.write_bytes(secure.contributors_path,
                         json.dumps(contributors).encode())
     threshold = self._threshold()
     if len(contributors) < threshold:
-      stats = json.loads(storage.read_bytes(secure.stats_path))
       self._fail(stats, f'{len(contributors)} clients sent masked inputs, '
                         f'fewer than the threshold {threshold}')
+      return
+    try:
+      secagg.check_connected(round_of(self.form(), secure).config,
+                             roster(secure), contributors)
+    except secagg.RoundFailedError as e:
+      self._fail(stats, str(e))
       return
     yield from self._batches(set(contributors))

@@ -5,6 +5,7 @@ never sees a client's secure input or a partial sum of inputs, clients that
 fail drop out of the protocol, and a round below the threshold fails whole.
 """
 
+import json
 import os
 
 import numpy as np
@@ -69,7 +70,8 @@ def test_the_aggregation_sees_only_masked_inputs(monkeypatch, tmp_path):
   assert spy.plain and all(len(arrays) == 2 for arrays, _ in spy.plain)
   assert spy.masked
   inputs = {c: np.asarray(v, np.uint64) for c, v in data.items()}
-  for values, contributors in spy.masked:
+  for plain, _, values, contributors in spy.masked:
+    assert len(plain) == 2  # The mean's plain parts travel with the masked.
     assert len(values) == 3 and all(v.dtype == np.uint64 for v in values)
     # Not any client's input, nor the sum of the inputs it holds. Only the
     # exact sums' leaves (moduli >= 161: a chance match of 3 uniform values
@@ -219,6 +221,117 @@ def test_too_few_answers_fail_the_round_and_commit_nothing(monkeypatch,
                            'the threshold 5'):
     beam_runner.run(form, _data(9, seed=9), 1, 9, tmp_path / 'run', seed=1,
                     progress=QUIET, clients_per_element=3)
+  assert run_dir.RunDir(tmp_path / 'run').last_committed() == 0
+
+
+def _failing(monkeypatch, step_fn, clients):
+  """`clients` fail `step_fn`'s step for one of its clients (ShareKeysFn's
+  step, or the masking in MaskFn), as devices gone offline."""
+  if step_fn is secure_round.ShareKeysFn:
+    original = secure_round.ShareKeysFn.step
+
+    def step(fn, client):
+      if client.id in clients:
+        raise ConnectionError(f'{client.id} is offline')
+      return original(fn, client)
+
+    monkeypatch.setattr(secure_round.ShareKeysFn, 'step', step)
+    return
+  original = secure_round.Client.keep
+
+  def keep(client, masking):
+    if client.id in clients:
+      raise ConnectionError(f'{client.id} is offline')
+    return original(client, masking)
+
+  monkeypatch.setattr(secure_round.Client, 'keep', keep)
+
+
+def _expected_round(data, without):
+  process = _mixed_process()
+  state, metrics = reference.run_round(
+      process, process.initialize.invoke(),
+      [v for c, v in data.items() if c not in without])
+  return np.asarray(state['w']).tolist(), {
+      name: np.asarray(metrics[name]).tolist()
+      for name in ('bitwidth', 'max_input', 'modular')}
+
+
+@pytest.mark.parametrize('step_fn, reason, per_element', [
+    (secure_round.ShareKeysFn, 'secure protocol: sharing keys failed', 3),
+    (secure_round.MaskFn, 'secure protocol: masking failed', 3),
+    (secure_round.MaskFn, 'secure protocol: masking failed', 9)])
+def test_clients_that_drop_out_mid_protocol_are_in_no_sum(
+    monkeypatch, tmp_path, step_fn, reason, per_element):
+  """Three of nine clients fail to share keys, or to mask (after the others
+  masked with them): the round goes on without them, its secure sums and
+  its plain mean exactly the reference's over the other six, and they keep
+  their old state (9 per element: the round as one Beam step)."""
+  dropped = {'c0', 'c4', 'c7'}
+  _failing(monkeypatch, step_fn, dropped)
+  data = _data(9, seed=10)
+  form = compiler.compile(_mixed_process())
+  result = beam_runner.run(form, data, 1, 9, tmp_path / 'run', seed=1,
+                           progress=QUIET, clients_per_element=per_element)
+  outcome = result.outcomes[0]
+  weights, metrics = _expected_round(data, dropped)
+  assert {name: outcome['metrics'][name] for name in metrics} == metrics
+  assert np.asarray(result.state['w']).tolist() == weights
+  assert outcome['clients_ok'] == 6
+  assert outcome['dropped_reasons'] == {reason: 3}
+  assert sorted(outcome['dropped_clients']) == sorted(dropped)
+  assert all('ConnectionError: ' in why
+             for why in outcome['dropped_clients'].values())
+  protocol = outcome['secure_aggregation']
+  assert (protocol['contributors'], protocol['responders']) == (6, 6)
+  clients = json.loads(storage.read_bytes(
+      run_dir.RunDir(tmp_path / 'run').attempt(1).clients_path))
+  assert clients['dropped'] == sorted(dropped)
+
+
+@pytest.mark.parametrize('step_fn, step', [
+    (secure_round.ShareKeysFn, 'shared keys'),
+    (secure_round.MaskFn, 'sent masked inputs')])
+def test_too_many_mid_protocol_dropouts_fail_the_round(monkeypatch, tmp_path,
+                                                       step_fn, step):
+  _failing(monkeypatch, step_fn, {'c0', 'c2', 'c4', 'c6', 'c8'})
+  form = compiler.compile(_mixed_process())
+  with pytest.raises(beam_runner.RoundError,
+                     match=f'secure aggregation: 4 clients {step}, fewer '
+                           'than the threshold 5'):
+    beam_runner.run(form, _data(9, seed=11), 1, 9, tmp_path / 'run', seed=1,
+                    progress=QUIET, clients_per_element=3)
+  assert run_dir.RunDir(tmp_path / 'run').last_committed() == 0
+
+
+def test_dropouts_that_cut_the_ring_fail_before_anyone_unmasks(monkeypatch,
+                                                              tmp_path):
+  """On a k=2 ring, two clients that drop out masking leave the others in
+  two arcs: unmasking would reveal each arc's sum, so the server asks no
+  one (no client answers, the round fails, nothing committed)."""
+  data = _data(8, seed=12)
+  form = compiler.compile(_mixed_process())
+  answered = []
+  original = secure_round.UnmaskFn.step
+  monkeypatch.setattr(secure_round.UnmaskFn, 'step',
+                      lambda fn, client: answered.append(client.id) or
+                      original(fn, client))
+  # Two clients opposite on the round's ring, whatever its order.
+  original_keep = secure_round.Client.keep
+
+  def keep(client, masking):
+    ring = secure_round.secagg.graph.ring_order(client.round.paths.round_id,
+                                                sorted(data))
+    if client.id in (ring[0], ring[4]):
+      raise ConnectionError(f'{client.id} is offline')
+    return original_keep(client, masking)
+
+  monkeypatch.setattr(secure_round.Client, 'keep', keep)
+  with pytest.raises(beam_runner.RoundError, match='not connected'):
+    beam_runner.run(form, data, 1, 8, tmp_path / 'run', seed=1,
+                    progress=QUIET, clients_per_element=2, secure_neighbors=2,
+                    secure_threshold=2)
+  assert not answered
   assert run_dir.RunDir(tmp_path / 'run').last_committed() == 0
 
 

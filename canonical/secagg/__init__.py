@@ -46,6 +46,7 @@ from canonical.secagg.messages import Roster
 from canonical.secagg.messages import UnmaskingShares
 from canonical.secagg.randomness import SeededRandom
 from canonical.secagg.randomness import SystemRandom
+from canonical.secagg.server import check_connected
 from canonical.secagg.server import relay_shares
 from canonical.secagg.server import unmask
 
@@ -55,6 +56,7 @@ __all__ = [
     'Roster', 'RoundFailedError', 'SecAggConfig', 'SecAggError',
     'SecureSumResult', 'SeededRandom', 'SharingState', 'StepBits',
     'SystemRandom', 'UnmaskingShares', 'advertise_keys', 'aggregation',
+    'check_connected',
     'client_cost_bits', 'graph', 'make_config', 'masked_input', 'masked_input_bits',
     'measured_cost_bits', 'receive_shares', 'relay_shares', 'secure_sum_round', 'shamir',
     'share_keys', 'sharing_state', 'unmask', 'unmasking_shares', 'wire',
