@@ -280,7 +280,9 @@ def round_of(form, secure_round):
 
 
 def roster(secure_round):
-  return tuple(_FILES.get(secure_round.roster_path, _read_messages))
+  """The round's roster: one tuple per process (secagg indexes it once)."""
+  return _FILES.get(secure_round.roster_path,
+                    lambda path: tuple(_read_messages(path)))
 
 
 def contributors_of(secure_round):

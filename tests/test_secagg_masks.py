@@ -86,3 +86,23 @@ def test_keys_are_rfc_5869_hkdf_sha256():
   assert kdf.derive_key(b'secret', 'pair-seed', '3/a', 'c1', 'c2') == hkdf.HKDF(
       algorithm=hashes.SHA256(), length=32, salt=None,
       info=info).derive(b'secret')
+
+
+@pytest.mark.parametrize('modulus', [2, 7, 2**23, 2**23 + 1, 3 * 2**62,
+                                     2**63, 2**64 - 1, 2**64])
+def test_add_all_equals_one_modular_step_per_array(modulus):
+  rng = np.random.default_rng(modulus % 1000)
+  def draw():
+    return masks.expand(rng.bytes(32), 500, modulus)
+  base, plus, minus = draw(), [draw() for _ in range(9)], [draw()
+                                                          for _ in range(8)]
+  expected = base
+  for a in plus:
+    expected = masks.add(expected, a, modulus)
+  for a in minus:
+    expected = masks.subtract(expected, a, modulus)
+  got = masks.add_all(base, plus, minus, modulus)
+  np.testing.assert_array_equal(got, expected)
+  assert got.dtype == np.uint64 and (modulus == 2**64 or
+                                     (got < np.uint64(modulus)).all())
+  np.testing.assert_array_equal(masks.add_all(base, [], [], modulus), base)

@@ -225,12 +225,11 @@ def masked_input(state, value, received):
            for v in masking.share_senders if v != me}
   values = []
   for i, (leaf, x) in enumerate(zip(config.leaves, flat)):
-    y = masks.add(x, keys_lib.self_mask(config, state.self_mask_seed, me, i),
-                  leaf.modulus)
+    plus = [keys_lib.self_mask(config, state.self_mask_seed, me, i)]
+    minus = []
     for v, seed in seeds.items():
-      mask = keys_lib.pair_mask(config, seed, i)
-      y = (masks.add if me < v else masks.subtract)(y, mask, leaf.modulus)
-    values.append(y)
+      (plus if me < v else minus).append(keys_lib.pair_mask(config, seed, i))
+    values.append(masks.add_all(x, plus, minus, leaf.modulus))
   masked = messages.MaskedInput(me, tuple(values), config.moduli)
   return masking, masked
 

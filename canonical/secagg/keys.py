@@ -6,6 +6,8 @@ private key is reconstructed if the client drops). Keeping them apart means a
 dropped client's reconstructed mask key opens no share ciphertext.
 """
 
+import functools
+
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import x25519
 from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
@@ -35,10 +37,14 @@ def public_bytes(private_key):
                                                serialization.PublicFormat.Raw)
 
 
+@functools.lru_cache(maxsize=1 << 14)  # Each key serves k agreements.
+def _public_key(data):
+  return x25519.X25519PublicKey.from_public_bytes(data)
+
+
 def _agree(private_key, peer_public, peer_id):
   try:
-    peer = x25519.X25519PublicKey.from_public_bytes(peer_public)
-    return private_key.exchange(peer)
+    return private_key.exchange(_public_key(peer_public))
   except ValueError as e:
     raise SecAggError(f'client {peer_id!r}: unusable public key ({e})') from e
 

@@ -32,14 +32,25 @@ def check_client_ids(client_ids):
   return sorted(client_ids)
 
 
+# The last roster indexed and its index: every client of a round passes the
+# same tuple, and hashing n advertisements per call made rounds quadratic.
+_LAST_INDEX = (None, None)
+
+
 def index(advertisements):
   """{client id: KeyAdvertisement}, in id order, after checking the roster
   (shared between callers: do not change it)."""
+  global _LAST_INDEX
   advertisements = tuple(advertisements)
+  last, by_id = _LAST_INDEX
+  if last is advertisements:
+    return by_id
   for a in advertisements:
     if not isinstance(a, messages.KeyAdvertisement):
       raise SecAggError(f'roster entry {a!r} is not a KeyAdvertisement')
-  return _index(advertisements)
+  by_id = _index(advertisements)
+  _LAST_INDEX = (advertisements, by_id)
+  return by_id
 
 
 @functools.lru_cache(maxsize=8)  # Every client of a round reads the roster.
@@ -59,10 +70,19 @@ def _index(advertisements):
   return {client_id: by_id[client_id] for client_id in ids}
 
 
+_LAST_POINTS = (None, None)  # As _LAST_INDEX: callers pass one index.
+
+
 def share_points(client_ids):
   """{client id: its Shamir point x}: 1, 2, ... in id order (never 0)
   (shared between callers: do not change it)."""
-  return _share_points(tuple(client_ids))
+  global _LAST_POINTS
+  last, points = _LAST_POINTS
+  if last is client_ids:
+    return points
+  points = _share_points(tuple(client_ids))
+  _LAST_POINTS = (client_ids, points)
+  return points
 
 
 @functools.lru_cache(maxsize=8)
