@@ -50,6 +50,7 @@ Below the threshold at any step, or with survivors not connected in a
 sparse graph, the round fails and commits nothing.
 """
 
+import collections
 import functools
 import json
 import os
@@ -91,9 +92,9 @@ class SecureRound:
     self.secrets_directory = storage.join(run_directory, SECRETS_DIR)
     self.round_id = f'{attempt.round}/{attempt.id}'
 
-  def inbox_path(self, client_id):
-    return storage.join(self.directory, 'inbox',
-                        client_data.file_name(client_id) + '.jsonl')
+  def inbox_path(self, batch):
+    """The shares the Relay addressed to a batch's clients."""
+    return storage.join(self.directory, 'inbox', batch + '.jsonl')
 
   def input_path(self, client_id):
     """Where a client keeps its secure input between its steps."""
@@ -105,10 +106,10 @@ class SecureRound:
     return storage.join(self.directory, 'plain',
                         client_data.file_name(client_id) + '.tensors')
 
-  def held_path(self, client_id):
-    """Where a client keeps the shares it decrypted (step 3 for step 4)."""
-    return storage.join(self.directory, 'held',
-                        client_data.file_name(client_id) + '.json')
+  def held_path(self, batch):
+    """Where a batch's clients keep the shares they decrypted (step 3, for
+    step 4)."""
+    return storage.join(self.directory, 'held', batch + '.json')
 
   # -- The round pipeline's hooks --------------------------------------------
 
@@ -225,6 +226,11 @@ class SecureRound:
 
 # ---------------------------------------------------------------------------
 # What every party reads: the round's parameters and the roster.
+
+
+def batch_key(tasks):
+  """A batch's name in the protocol's files: its first client's."""
+  return client_data.file_name(tasks[0].client_id)
 
 
 def _read_messages(path):
@@ -358,31 +364,26 @@ class Client:
     return secagg.sharing_state(self.keys, roster(self.round.paths),
                                 self._rng.child('share'))
 
-  def inbox(self):
-    """The shares others sent it, as the server relayed them."""
-    return _read_messages(self.round.paths.inbox_path(self.id))
-
-  def keep(self, masking):
-    """Keeps its step-3 state (the shares it holds) for step 4."""
-    storage.write_bytes(self.round.paths.held_path(self.id), json.dumps({
-        'share_senders': list(masking.share_senders),
-        'held': [[u, hex(seed), hex(key)]
-                 for u, (seed, key) in masking.held_shares.items()]}).encode())
-
-  def kept(self):
-    """Its step-3 state, as `keep` left it."""
-    fields = json.loads(storage.read_bytes(
-        self.round.paths.held_path(self.id)))
+  def kept(self, fields):
+    """Its step-3 state, from its entry in its batch's held file."""
     held = {u: (int(seed, 16), int(key, 16)) for u, seed, key in
             fields['held']}
     return secagg.MaskingState(self.sharing_state,
                                tuple(fields['share_senders']), held)
 
 
+def _held_fields(masking):
+  """A client's step-3 state (the shares it holds) as JSON fields."""
+  return {'share_senders': list(masking.share_senders),
+          'held': [[u, hex(seed), hex(key)]
+                   for u, (seed, key) in masking.held_shares.items()]}
+
+
 class _ClientStepFn(round_pipeline._FormFn, beam.DoFn):  # pylint: disable=protected-access
-  """A client step over a batch: writes the batch's messages to one file of
-  the attempt and yields its path (a round of n clients sends n*k shares:
-  they travel as files, not as pipeline values)."""
+  """A client step over a batch (its key, its tasks: see
+  `_ServerStepFn._batches`): writes the batch's messages to one file of the
+  attempt and yields its path (a round of n clients sends n*k shares: they
+  travel as files, not as pipeline values)."""
 
   STEP = None  # The messages' directory under the attempt's secure/.
   # Whether a client may fail this step and the round go on without it (it
@@ -394,18 +395,21 @@ class _ClientStepFn(round_pipeline._FormFn, beam.DoFn):  # pylint: disable=prote
     self._storage_options = storage_options
     self._secure_round = secure_round
 
-  def process(self, tasks):
+  def process(self, batch):
+    key, tasks = batch
     the_round = round_of(self.form(), self._secure_round)
+    kept = self.batch_state(key)
     messages, silent = [], {}
     for task in tasks:
       try:
-        messages.extend(self.step(client_of(the_round, task.client_id)))
+        messages.extend(self.step(client_of(the_round, task.client_id),
+                                  kept))
       except Exception as e:  # pylint: disable=broad-except
         if not self.MAY_GO_SILENT:
           raise
         silent[task.client_id] = round_pipeline._message(e)  # pylint: disable=protected-access
     path = storage.join(self._secure_round.directory, self.STEP,
-                        client_data.file_name(tasks[0].client_id) + '.jsonl')
+                        key + '.jsonl')
     _write_messages(path, messages)
     paths = [path]
     if silent:
@@ -413,7 +417,11 @@ class _ClientStepFn(round_pipeline._FormFn, beam.DoFn):  # pylint: disable=prote
       storage.write_bytes(paths[-1], json.dumps(silent).encode())
     yield paths
 
-  def step(self, client):
+  def batch_state(self, key):
+    """What the batch's clients kept from an earlier step."""
+    del key
+
+  def step(self, client, kept):
     raise NotImplementedError
 
 
@@ -424,7 +432,8 @@ class ShareKeysFn(_ClientStepFn):
   STEP = 'shares'
   MAY_GO_SILENT = True
 
-  def step(self, client):
+  def step(self, client, kept):
+    del kept
     return client.share_keys()[1]
 
 
@@ -436,8 +445,11 @@ class UnmaskFn(_ClientStepFn):
   STEP = 'responses'
   MAY_GO_SILENT = True
 
-  def step(self, client):
-    return [secagg.unmasking_shares(client.kept(),
+  def batch_state(self, key):
+    return _read_json(self._secure_round.held_path(key))
+
+  def step(self, client, kept):
+    return [secagg.unmasking_shares(client.kept(kept[client.id]),
                                     contributors_of(self._secure_round))]
 
 
@@ -447,9 +459,14 @@ class MaskFn(_ClientStepFn):
   masked sum (flat uint64 arrays, and whose inputs it holds). A client
   whose step fails drops out: neither part of its U is in any sum."""
 
-  def process(self, tasks):
+  def process(self, batch):
+    key, tasks = batch
     form = self.form()
     the_round = round_of(form, self._secure_round)
+    inbox = collections.defaultdict(list)
+    for message in _read_messages(self._secure_round.inbox_path(key)):
+      inbox[message.recipient].append(message)
+    held = {}
     accumulator, stats = None, round_pipeline.empty_stats()
     total = secagg.aggregation.zero(the_round.config)
     masked_bits = self._secure_round.masked_bits(form)
@@ -458,19 +475,21 @@ class MaskFn(_ClientStepFn):
         plain, value = self._secure_round.kept_update(form, task.client_id)
         client = client_of(the_round, task.client_id)
         masking, masked = secagg.masked_input(client.sharing_state, value,
-                                              client.inbox())
-        client.keep(masking)
+                                              inbox[task.client_id])
       except Exception as e:  # pylint: disable=broad-except
         stats['dropped'].append([task.client_id,
                                  round_pipeline.SECURE_MASKING,
                                  round_pipeline._message(e)])  # pylint: disable=protected-access
         continue
+      held[task.client_id] = _held_fields(masking)
       total = secagg.aggregation.accumulate(the_round.config, total, masked)
       if accumulator is None:
         accumulator = form.zero()
       accumulator = form.accumulate(accumulator, plain)
       stats['ok'] += 1
       stats['bits'] += tensor_io.bits(tensor_io.flatten(plain)) + masked_bits
+    storage.write_bytes(self._secure_round.held_path(key),
+                        json.dumps(held).encode())
     yield [None if accumulator is None else tensor_io.flatten(accumulator),
            stats, list(total.values), sorted(total.contributors)]
 
@@ -544,11 +563,13 @@ class _ServerStepFn(steps.AnyOutput, beam.DoFn):
     return stats
 
   def _batches(self, clients):
-    """The round's batches, each with only `clients`."""
+    """The round's batches, each with only `clients`, and named by its
+    first client (its files keep that name as clients drop out)."""
     for tasks in self._plan.batches:
+      key = batch_key(tasks)
       tasks = [t for t in tasks if t.client_id in clients]
       if tasks:
-        yield tasks
+        yield key, tasks
 
 
 class RosterFn(_ServerStepFn):
@@ -594,9 +615,10 @@ class RelayFn(_ServerStepFn):
                                 f'than the threshold {threshold}')
       return
     inbox = secagg.relay_shares(shares, senders)
-    for client, messages in inbox.items():
-      _write_messages(secure.inbox_path(client), messages)
-    yield from self._batches(set(senders))
+    for key, tasks in self._batches(set(senders)):
+      _write_messages(secure.inbox_path(key), [
+          m for task in tasks for m in inbox[task.client_id]])
+      yield key, tasks
 
 
 class UnmaskRequestFn(round_pipeline._FormFn, _ServerStepFn):  # pylint: disable=protected-access

@@ -163,8 +163,8 @@ def test_ring_neighbors_sum_exactly_and_share_with_neighbors_only(
   sent = []
   original = secure_round.ShareKeysFn.step
   monkeypatch.setattr(secure_round.ShareKeysFn, 'step',
-                      lambda fn, client: sent.append(original(fn, client))
-                      or sent[-1])
+                      lambda fn, client, kept: sent.append(
+                          original(fn, client, kept)) or sent[-1])
   data = _data(9, seed=8)
   form = compiler.compile(_mixed_process())
   result = beam_runner.run(form, data, 1, 9, tmp_path / 'run', seed=1,
@@ -186,10 +186,10 @@ def _silent(monkeypatch, clients):
   """`clients` fail their unmasking step, as devices gone offline."""
   original = secure_round.UnmaskFn.step
 
-  def step(fn, client):
+  def step(fn, client, kept):
     if client.id in clients:
       raise ConnectionError(f'{client.id} is offline')
-    return original(fn, client)
+    return original(fn, client, kept)
 
   monkeypatch.setattr(secure_round.UnmaskFn, 'step', step)
 
@@ -230,21 +230,29 @@ def _failing(monkeypatch, step_fn, clients):
   if step_fn is secure_round.ShareKeysFn:
     original = secure_round.ShareKeysFn.step
 
-    def step(fn, client):
+    def step(fn, client, kept):
       if client.id in clients:
         raise ConnectionError(f'{client.id} is offline')
-      return original(fn, client)
+      return original(fn, client, kept)
 
     monkeypatch.setattr(secure_round.ShareKeysFn, 'step', step)
     return
-  original = secure_round.Client.keep
+  _failing_to_mask(monkeypatch,
+                   lambda state: state.keys.client_id in clients)
 
-  def keep(client, masking):
-    if client.id in clients:
-      raise ConnectionError(f'{client.id} is offline')
-    return original(client, masking)
 
-  monkeypatch.setattr(secure_round.Client, 'keep', keep)
+def _failing_to_mask(monkeypatch, fails):
+  """Clients whose `fails(sharing state)` fail their masking step, once
+  they have the others' shares (the others mask with them)."""
+  original = secure_round.secagg.masked_input
+
+  def masked_input(state, value, received):
+    client_id = state.keys.client_id
+    if fails(state):
+      raise ConnectionError(f'{client_id} is offline')
+    return original(state, value, received)
+
+  monkeypatch.setattr(secure_round.secagg, 'masked_input', masked_input)
 
 
 def _expected_round(data, without):
@@ -314,19 +322,15 @@ def test_dropouts_that_cut_the_ring_fail_before_anyone_unmasks(monkeypatch,
   answered = []
   original = secure_round.UnmaskFn.step
   monkeypatch.setattr(secure_round.UnmaskFn, 'step',
-                      lambda fn, client: answered.append(client.id) or
-                      original(fn, client))
+                      lambda fn, client, kept: answered.append(client.id) or
+                      original(fn, client, kept))
   # Two clients opposite on the round's ring, whatever its order.
-  original_keep = secure_round.Client.keep
+  def fails(state):
+    ring = secure_round.secagg.graph.ring_order(state.keys.config.round_id,
+                                                sorted(state.roster))
+    return state.keys.client_id in (ring[0], ring[4])
 
-  def keep(client, masking):
-    ring = secure_round.secagg.graph.ring_order(client.round.paths.round_id,
-                                                sorted(data))
-    if client.id in (ring[0], ring[4]):
-      raise ConnectionError(f'{client.id} is offline')
-    return original_keep(client, masking)
-
-  monkeypatch.setattr(secure_round.Client, 'keep', keep)
+  _failing_to_mask(monkeypatch, fails)
   with pytest.raises(beam_runner.RoundError, match='not connected'):
     beam_runner.run(form, data, 1, 8, tmp_path / 'run', seed=1,
                     progress=QUIET, clients_per_element=2, secure_neighbors=2,
