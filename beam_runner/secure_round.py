@@ -383,12 +383,11 @@ class _ClientStepFn(round_pipeline._FormFn, beam.DoFn):  # pylint: disable=prote
   """A client step over a batch (its key, its tasks: see
   `_ServerStepFn._batches`): writes the batch's messages to one file of the
   attempt and yields its path (a round of n clients sends n*k shares: they
-  travel as files, not as pipeline values)."""
+  travel as files, not as pipeline values). A client whose step fails goes
+  silent, as a device that drops out does: the batch's silent file names it
+  and why."""
 
   STEP = None  # The messages' directory under the attempt's secure/.
-  # Whether a client may fail this step and the round go on without it (it
-  # goes silent, as a device that drops out does).
-  MAY_GO_SILENT = False
 
   def __init__(self, source, storage_options, secure_round):
     self._source = source
@@ -405,8 +404,6 @@ class _ClientStepFn(round_pipeline._FormFn, beam.DoFn):  # pylint: disable=prote
         messages.extend(self.step(client_of(the_round, task.client_id),
                                   kept))
       except Exception as e:  # pylint: disable=broad-except
-        if not self.MAY_GO_SILENT:
-          raise
         silent[task.client_id] = round_pipeline._message(e)  # pylint: disable=protected-access
     path = storage.join(self._secure_round.directory, self.STEP,
                         key + '.jsonl')
@@ -430,7 +427,6 @@ class ShareKeysFn(_ClientStepFn):
   (it drops out: no one masks with it)."""
 
   STEP = 'shares'
-  MAY_GO_SILENT = True
 
   def step(self, client, kept):
     del kept
@@ -443,7 +439,6 @@ class UnmaskFn(_ClientStepFn):
   shares unmask it if t of its holders answer)."""
 
   STEP = 'responses'
-  MAY_GO_SILENT = True
 
   def batch_state(self, key):
     return _read_json(self._secure_round.held_path(key))

@@ -182,16 +182,17 @@ def test_ring_neighbors_sum_exactly_and_share_with_neighbors_only(
       'silent': {}}
 
 
-def _silent(monkeypatch, clients):
-  """`clients` fail their unmasking step, as devices gone offline."""
-  original = secure_round.UnmaskFn.step
+def _silent(monkeypatch, clients, step_fn=secure_round.UnmaskFn):
+  """`clients` fail `step_fn`'s step (by default unmasking), as devices
+  gone offline."""
+  original = step_fn.step
 
   def step(fn, client, kept):
     if client.id in clients:
       raise ConnectionError(f'{client.id} is offline')
     return original(fn, client, kept)
 
-  monkeypatch.setattr(secure_round.UnmaskFn, 'step', step)
+  monkeypatch.setattr(step_fn, 'step', step)
 
 
 def test_contributors_that_go_silent_before_unmasking_stay_in_the_sum(
@@ -228,14 +229,7 @@ def _failing(monkeypatch, step_fn, clients):
   """`clients` fail `step_fn`'s step for one of its clients (ShareKeysFn's
   step, or the masking in MaskFn), as devices gone offline."""
   if step_fn is secure_round.ShareKeysFn:
-    original = secure_round.ShareKeysFn.step
-
-    def step(fn, client, kept):
-      if client.id in clients:
-        raise ConnectionError(f'{client.id} is offline')
-      return original(fn, client, kept)
-
-    monkeypatch.setattr(secure_round.ShareKeysFn, 'step', step)
+    _silent(monkeypatch, clients, step_fn)
     return
   _failing_to_mask(monkeypatch,
                    lambda state: state.keys.client_id in clients)
