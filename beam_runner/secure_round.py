@@ -354,15 +354,25 @@ class Client:
     self.keys, self.advertisement = secagg.advertise_keys(
         client_id, the_round.config, self._rng.child('advertise'))
 
+  @functools.cached_property
+  def _roster(self):
+    """The roster the server sends it: in a sparse round, its
+    neighborhood's keys and the round's ids."""
+    received = secagg.roster_for(self.round.config, roster(self.round.paths),
+                                 self.id)
+    return received.advertisements, received.client_ids or None
+
   def share_keys(self):
-    return secagg.share_keys(self.keys, roster(self.round.paths),
-                             self._rng.child('share'))
+    advertisements, client_ids = self._roster
+    return secagg.share_keys(self.keys, advertisements,
+                             self._rng.child('share'), client_ids)
 
   @functools.cached_property
   def sharing_state(self):
     """Its state after step 2, redrawn without encrypting."""
-    return secagg.sharing_state(self.keys, roster(self.round.paths),
-                                self._rng.child('share'))
+    advertisements, client_ids = self._roster
+    return secagg.sharing_state(self.keys, advertisements,
+                                self._rng.child('share'), client_ids)
 
   def kept(self, fields):
     """Its step-3 state, from its entry in its batch's held file."""

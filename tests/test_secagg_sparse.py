@@ -110,7 +110,57 @@ def test_each_client_talks_to_its_neighbors_only():
       assert message.recipient in hoods[message.sender]
 
 
+def test_a_client_receives_its_neighbors_keys_and_the_round_ids_only():
+  """In a sparse round the server sends each client its neighborhood's
+  advertisements and every client id; in a complete round, every
+  advertisement. A client's received roster bits are counted so."""
+  result = secagg.secure_sum_round(_inputs(40), 2**20, 3, neighbors=4,
+                                   seed=3)
+  hoods = graph.neighborhoods(result.config, range(40))
+  rosters = [m for m in result.messages_to_clients
+             if isinstance(m, secagg.Roster)]
+  assert sorted(m.recipient for m in rosters) == list(range(40))
+  for m in rosters:
+    assert {a.sender for a in m.advertisements} == hoods[m.recipient] | {
+        m.recipient}
+    assert m.client_ids == tuple(range(40))
+    assert m.num_bits == 4 * 512 + 35 * 64
+  complete = secagg.secure_sum_round(_inputs(6), 2**20, 3, seed=3)
+  for m in complete.messages_to_clients:
+    if isinstance(m, secagg.Roster):
+      assert len(m.advertisements) == 6 and m.client_ids == ()
+  assert secagg.client_cost_bits(_config(22), 1000, id_bits=48)[
+      'advertise_keys'].received == 22 * 512 + 977 * 48
+  assert secagg.messages.id_bits('c00042') == 48
+
+
 # Refusals.
+
+def test_a_roster_that_is_not_the_clients_neighborhood_is_refused():
+  config = _config(2, round_id='r')
+  rng = secagg.SeededRandom(b'roster')
+  keys = {u: secagg.advertise_keys(u, config, rng.child(u))[0]
+          for u in range(8)}
+  roster = tuple(k.advertisement() for k in keys.values())
+  ids = tuple(range(8))
+  hood = graph.neighborhoods(config, ids)[0] | {0}
+  mine = secagg.roster_for(config, roster, 0)
+  assert {a.sender for a in mine.advertisements} == hood
+  secagg.share_keys(keys[0], mine.advertisements, rng.child('ok'), ids)
+  missing = [a for a in mine.advertisements if a.sender != max(hood - {0})]
+  stranger = next(a for a in roster if a.sender not in hood)
+  for bad in (missing, list(mine.advertisements) + [stranger]):
+    with pytest.raises(secagg.SecAggError,
+                       match='should carry the keys of its neighborhood'):
+      secagg.share_keys(keys[0], bad, rng.child('bad'), ids)
+    with pytest.raises(secagg.SecAggError,
+                       match='should carry the keys of its neighborhood'):
+      secagg.sharing_state(keys[0], bad, rng.child('bad'), ids)
+  outsider = secagg.advertise_keys(8, config, rng.child(8))[1]
+  with pytest.raises(secagg.SecAggError,
+                     match=r'advertises clients \[8\] that are not in'):
+    secagg.share_keys(keys[0], list(mine.advertisements) + [outsider],
+                      rng.child('bad'), ids)
 
 def _split_pair(config, n):
   """Two clients two apart on the ring: without them, a ring of degree 2

@@ -321,7 +321,7 @@ def test_dropouts_that_cut_the_ring_fail_before_anyone_unmasks(monkeypatch,
   # Two clients opposite on the round's ring, whatever its order.
   def fails(state):
     ring = secure_round.secagg.graph.ring_order(state.keys.config.round_id,
-                                                sorted(state.roster))
+                                                sorted(state.points))
     return state.keys.client_id in (ring[0], ring[4])
 
   _failing_to_mask(monkeypatch, fails)

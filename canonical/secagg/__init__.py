@@ -48,6 +48,7 @@ from canonical.secagg.randomness import SeededRandom
 from canonical.secagg.randomness import SystemRandom
 from canonical.secagg.server import check_connected
 from canonical.secagg.server import relay_shares
+from canonical.secagg.server import roster_for
 from canonical.secagg.server import unmask
 
 __all__ = [
@@ -58,6 +59,6 @@ __all__ = [
     'SystemRandom', 'UnmaskingShares', 'advertise_keys', 'aggregation',
     'check_connected',
     'client_cost_bits', 'graph', 'make_config', 'masked_input', 'masked_input_bits',
-    'measured_cost_bits', 'receive_shares', 'relay_shares', 'secure_sum_round', 'shamir',
+    'measured_cost_bits', 'receive_shares', 'relay_shares', 'roster_for', 'secure_sum_round', 'shamir',
     'share_keys', 'sharing_state', 'unmask', 'unmasking_shares', 'wire',
 ]

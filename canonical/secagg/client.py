@@ -52,9 +52,9 @@ class ClientKeys:
 class SharingState:
   """What a client keeps after step 2."""
   keys: ClientKeys
-  roster: Mapping[Any, messages.KeyAdvertisement]
-  points: Mapping[Any, int]
-  neighborhoods: Mapping[Any, frozenset]  # The round's graph over the roster.
+  roster: Mapping[Any, messages.KeyAdvertisement]  # Its neighborhood's, at least.
+  points: Mapping[Any, int]  # Every client of the round's.
+  neighborhoods: Mapping[Any, frozenset]  # The round's graph.
   self_mask_seed: bytes = dataclasses.field(repr=False)
   own_shares: tuple = dataclasses.field(repr=False)  # (seed share, key share).
 
@@ -82,27 +82,30 @@ def advertise_keys(client_id, config, rng=None):
   return keys, keys.advertisement()
 
 
-def share_keys(keys, roster, rng=None):
-  """Step 2: (the client's state, one `EncryptedShares` per other client).
+def share_keys(keys, roster, rng=None, client_ids=None):
+  """Step 2: (the client's state, one `EncryptedShares` per neighbor).
 
   Args:
     keys: the client's `ClientKeys`.
-    roster: every `KeyAdvertisement` the server received in step 1 (U1).
+    roster: the `KeyAdvertisement`s the server sent it after step 1: every
+      one (U1), or with `client_ids` its neighborhood's (`server.roster_for`).
     rng: the source of b_u and of the Shamir coefficients (the OS by default).
+    client_ids: every client of the round (U1), when `roster` holds only
+      this client's neighborhood.
 
   Raises:
     RoundFailedError: fewer than t clients advertised keys.
-    SecAggError: the roster lacks this client or its true keys, or is malformed.
+    SecAggError: the roster lacks this client or its true keys, or a
+      neighbor's, or is malformed.
   """
   me, config = keys.client_id, keys.config
   rng = rng or randomness.SystemRandom()
-  by_id = _roster_with(keys, roster)
-  hoods = graph.neighborhoods(config, by_id)
+  by_id, ids, hoods = _roster_with(keys, roster, client_ids)
   holders = sorted(hoods[me] | {me})
   if len(holders) < config.threshold:
     raise RoundFailedError(messages.ADVERTISE_KEYS, len(holders),
                            config.threshold)
-  points = roster_lib.share_points(by_id)
+  points = roster_lib.share_points(ids)
   seed, seed_polynomial, key_polynomial = _draw_sharing(keys, rng)
   outgoing, own_shares = [], None
   for client_id in holders:
@@ -122,14 +125,31 @@ def share_keys(keys, roster, rng=None):
   return state, outgoing
 
 
-def _roster_with(keys, roster):
-  """The roster by client id; it must carry this client's true keys."""
+def _roster_with(keys, roster, client_ids):
+  """(the roster by client id, the round's ids, its graph): the roster must
+  carry this client's true keys, and with `client_ids` exactly its
+  neighborhood's."""
+  me = keys.client_id
   by_id = roster_lib.index(roster)
-  if by_id.get(keys.client_id) != keys.advertisement():
+  if by_id.get(me) != keys.advertisement():
     raise SecAggError(
-        f'client {keys.client_id!r}: the roster does not carry this '
-        'client\'s own public keys')
-  return by_id
+        f'client {me!r}: the roster does not carry this client\'s own public '
+        'keys')
+  if client_ids is None:
+    return by_id, by_id, graph.neighborhoods(keys.config, by_id)
+  ids = roster_lib.round_ids(client_ids)
+  if not set(by_id) <= set(ids):
+    raise SecAggError(f'client {me!r}: the roster advertises clients '
+                      f'{sorted(set(by_id) - set(ids))} that are not in the '
+                      'round')
+  hoods = graph.neighborhoods(keys.config, ids)
+  expected = hoods[me] | {me}
+  if set(by_id) != expected:
+    raise SecAggError(
+        f'client {me!r}: the roster should carry the keys of its '
+        f'neighborhood {sorted(expected)}; it lacks '
+        f'{sorted(expected - set(by_id))} and has {sorted(set(by_id) - expected)}')
+  return by_id, ids, hoods
 
 
 def _draw_sharing(keys, rng):
@@ -145,20 +165,18 @@ def _draw_sharing(keys, rng):
   return seed, seed_polynomial, key_polynomial
 
 
-def sharing_state(keys, roster, rng):
-  """The state `share_keys(keys, roster, rng)` returned, redrawn from an
-  `rng` in the same state without encrypting anything: how a stateless
-  worker recovers a client's step 2 (its own shares cost O(t), not
-  O(n t) and n key agreements)."""
-  by_id = _roster_with(keys, roster)
-  points = roster_lib.share_points(by_id)
+def sharing_state(keys, roster, rng, client_ids=None):
+  """The state `share_keys(keys, roster, rng, client_ids)` returned,
+  redrawn from an `rng` in the same state without encrypting anything: how
+  a stateless worker recovers a client's step 2 (its own shares cost O(t),
+  not O(n t) and n key agreements)."""
+  by_id, ids, hoods = _roster_with(keys, roster, client_ids)
+  points = roster_lib.share_points(ids)
   seed, seed_polynomial, key_polynomial = _draw_sharing(keys, rng)
   x = points[keys.client_id]
   own_shares = (shamir.evaluate(seed_polynomial, x),
                 shamir.evaluate(key_polynomial, x))
-  return SharingState(keys, by_id, points,
-                      graph.neighborhoods(keys.config, by_id), seed,
-                      own_shares)
+  return SharingState(keys, by_id, points, hoods, seed, own_shares)
 
 
 def receive_shares(state, received):
@@ -274,7 +292,7 @@ def unmasking_shares(state, contributors):
   if len(contributors) < config.threshold:
     raise RoundFailedError(messages.MASKED_INPUT, len(contributors),
                            config.threshold)
-  if not graph.connected(config, state.sharing.roster, contributors):
+  if not graph.connected(config, state.sharing.points, contributors):
     raise ProtocolViolationError(
         f'client {me!r}: the contributors are not connected in the round\'s '
         'graph: unmasking would reveal the sum of each connected part')

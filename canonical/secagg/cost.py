@@ -28,18 +28,20 @@ def masked_input_bits(config):
              for leaf in config.leaves)
 
 
-def client_cost_bits(config, num_clients):
+def client_cost_bits(config, num_clients, id_bits=64):
   """{step: StepBits} for a client of a round of `num_clients`, no dropouts.
 
-  Every client receives the whole roster (it places itself on the ring);
-  shares go to and come from its neighbors only."""
+  In a sparse round a client receives its neighbors' keys and the other
+  clients' ids (`id_bits` each: `messages.id_bits`; it places itself on the
+  ring); shares go to and come from its neighbors only."""
   others = num_clients - 1
   peers = others if graph.is_complete(config.neighbors, num_clients) else (
       config.neighbors)
   key_bits = 2 * 8 * messages.PUBLIC_KEY_BYTES
   share_bits = 8 * messages.SHARES_CIPHERTEXT_BYTES
   return {
-      messages.ADVERTISE_KEYS: StepBits(key_bits, others * key_bits),
+      messages.ADVERTISE_KEYS: StepBits(
+          key_bits, peers * key_bits + (others - peers) * id_bits),
       messages.SHARE_KEYS: StepBits(peers * share_bits, peers * share_bits),
       messages.MASKED_INPUT: StepBits(masked_input_bits(config), 0),
       messages.UNMASKING: StepBits((peers + 1) * shamir.FIELD_BITS,

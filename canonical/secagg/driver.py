@@ -96,12 +96,13 @@ def secure_sum_round(client_inputs, moduli, threshold, *,
 
   # Step 2: share keys, relayed by the server.
   sharers = [u for u in ids if u not in dropped['dropped_before_sharing']]
-  for u in sharers:
-    to_clients.append(messages.Roster(u, roster))
+  received = {u: server.roster_for(config, roster, u) for u in sharers}
+  to_clients.extend(received.values())
   sharing, encrypted = {}, []
   for u in sharers:
-    sharing[u], outgoing = client.share_keys(keys[u], roster,
-                                             rng.child('client', u, 'share'))
+    sharing[u], outgoing = client.share_keys(
+        keys[u], received[u].advertisements, rng.child('client', u, 'share'),
+        received[u].client_ids or None)
     encrypted.extend(outgoing)
   to_server.extend(encrypted)
   server.check_survivors(messages.SHARE_KEYS, len(sharers), threshold)

@@ -41,15 +41,27 @@ class KeyAdvertisement:
 
 @dataclasses.dataclass(frozen=True)
 class Roster:
-  """Step 1 reply: every advertisement; the recipient receives the others'."""
+  """Step 1 reply: every advertisement; in a sparse round only the
+  recipient's neighborhood's, and every client id of the round (to place
+  itself on the ring). The recipient receives the others' keys and ids."""
   recipient: Any
   advertisements: tuple
+  client_ids: tuple = ()  # Empty: the advertisements' senders are all.
   step = ADVERTISE_KEYS
 
   @property
   def num_bits(self):
+    advertised = {a.sender for a in self.advertisements}
     return sum(a.num_bits for a in self.advertisements
-               if a.sender != self.recipient)
+               if a.sender != self.recipient) + sum(
+                   id_bits(u) for u in self.client_ids if u not in advertised)
+
+
+def id_bits(client_id):
+  """A client id on the wire: an int as 64 bits, a str as its UTF-8."""
+  if isinstance(client_id, int):
+    return 64
+  return 8 * len(client_id.encode('utf-8'))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -71,6 +71,19 @@ def _index(advertisements):
 
 
 _LAST_POINTS = (None, None)  # As _LAST_INDEX: callers pass one index.
+_LAST_IDS = (None, None)
+
+
+def round_ids(client_ids):
+  """The round's client ids as one sorted tuple, checked (memoized on the
+  object passed, or the tuple returned, as `index`)."""
+  global _LAST_IDS
+  last, ids = _LAST_IDS
+  if client_ids is last or client_ids is ids:
+    return ids
+  ids = tuple(check_client_ids(client_ids))
+  _LAST_IDS = (client_ids, ids)
+  return ids
 
 
 def share_points(client_ids):

@@ -40,6 +40,19 @@ def check_connected(config, roster, contributors):
         'unmasking would reveal the sum of each connected part')
 
 
+def roster_for(config, roster, client_id):
+  """The step-1 reply to one client: every advertisement in a complete
+  round; in a sparse one its neighborhood's and the round's client ids (it
+  places itself on the ring and checks it got its neighbors; the others'
+  keys are no use to it)."""
+  by_id = roster_lib.index(roster)
+  if graph.is_complete(config.neighbors, len(by_id)):
+    return messages.Roster(client_id, tuple(roster))
+  hood = graph.neighborhoods(config, by_id)[client_id] | {client_id}
+  return messages.Roster(client_id, tuple(by_id[u] for u in sorted(hood)),
+                         roster_lib.round_ids(by_id))
+
+
 def relay_shares(encrypted_shares, share_senders):
   """{recipient: the EncryptedShares addressed to it}, within U2."""
   share_senders = set(share_senders)
