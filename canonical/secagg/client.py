@@ -52,7 +52,8 @@ class ClientKeys:
 class SharingState:
   """What a client keeps after step 2."""
   keys: ClientKeys
-  roster: Mapping[Any, messages.KeyAdvertisement]  # Its neighborhood's, at least.
+  # The advertisements it received: its neighborhood's, at least.
+  roster: Mapping[Any, messages.KeyAdvertisement]
   points: Mapping[Any, int]  # Every client of the round's.
   neighborhoods: Mapping[Any, frozenset]  # The round's graph.
   self_mask_seed: bytes = dataclasses.field(repr=False)
@@ -148,7 +149,8 @@ def _roster_with(keys, roster, client_ids):
     raise SecAggError(
         f'client {me!r}: the roster should carry the keys of its '
         f'neighborhood {sorted(expected)}; it lacks '
-        f'{sorted(expected - set(by_id))} and has {sorted(set(by_id) - expected)}')
+        f'{sorted(expected - set(by_id))} and has '
+        f'{sorted(set(by_id) - expected)}')
   return by_id, ids, hoods
 
 
