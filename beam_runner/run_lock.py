@@ -90,7 +90,13 @@ class RunLock:
         continue  # Retried at the next renewal, within the lease.
 
   def check(self):
-    """RunLocked if another driver took the lock over from this one."""
+    """RunLocked if another driver took the lock over from this one: as
+    the renewal thread saw, or as the lock file says now (the thread may
+    not have run since)."""
+    if self._lost is None:
+      held = self._held()
+      if held is None or held.get('owner') != self.owner:
+        self._lost = held or {}
     if self._lost is not None:
       raise RunLocked(
           f'This run lost {self.path} to process {self._lost.get("pid")} on '
