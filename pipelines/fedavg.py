@@ -158,7 +158,7 @@ class Config:
       raise ConfigError('--secure-neighbors needs --aggregation-encoder '
                         'secure:BITS (it shapes the secure sums\' masks).')
     try:
-      secagg_graph.from_text(str(self.secure_neighbors))
+      self.runner_secure_neighbors  # pylint: disable=pointless-statement
     except ValueError:
       raise ConfigError('--secure-neighbors must be auto or an even number, '
                         f'2 or more, got {self.secure_neighbors!r}.') from None

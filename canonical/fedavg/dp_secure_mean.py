@@ -56,14 +56,14 @@ def sensitivity(clip, size, step):
 
 
 def _check(noise_multiplier, clip, expected_clients, bits, tries, who):
-  for name, value in (('noise_multiplier', noise_multiplier), ('clip', clip),
-                      ('expected_clients', expected_clients)):
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
-        math.isfinite(value) and value >= (0 if name == 'noise_multiplier'
-                                           else 1e-12)):
-      raise ValueError(f'{who}: {name} must be a '
-                       f'{"non-negative" if name == "noise_multiplier" else "positive"} '
-                       f'number, got {value!r}.')
+  for name, value, least, kind in (
+      ('noise_multiplier', noise_multiplier, 0.0, 'non-negative'),
+      ('clip', clip, 1e-12, 'positive'),
+      ('expected_clients', expected_clients, 1e-12, 'positive')):
+    if (isinstance(value, bool) or not isinstance(value, (int, float)) or
+        not math.isfinite(value) or value < least):
+      raise ValueError(f'{who}: {name} must be a {kind} number, got '
+                       f'{value!r}.')
   if isinstance(bits, bool) or not isinstance(bits, int) or not 2 <= bits <= 16:
     raise ValueError(f'{who}: bits must be an int in [2, 16], got {bits!r}.')
   if isinstance(tries, bool) or not isinstance(tries, int) or tries < 1:

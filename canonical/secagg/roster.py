@@ -32,25 +32,38 @@ def check_client_ids(client_ids):
   return sorted(client_ids)
 
 
-# The last roster indexed and its index: every client of a round passes the
-# same tuple, and hashing n advertisements per call made rounds quadratic.
-_LAST_INDEX = (None, None)
+def _remember_last_two(function):
+  """`function` of one argument, remembering its last two arguments (by
+  identity) and results: every party of a round passes the same object (the
+  server one, the clients another), and hashing its n entries at every call
+  made rounds quadratic. Lists and sets, which may change, are not
+  remembered (dicts passed are the shared, unchanging ones made here)."""
+  memo = [()]  # ((argument, result), ...), the latest first.
+
+  @functools.wraps(function)
+  def remembered(value):
+    if isinstance(value, (list, set)):
+      return function(value)
+    entries = memo[0]
+    for argument, result in entries:
+      if argument is value:
+        return result
+    result = function(value)
+    memo[0] = ((value, result),) + entries[:1]
+    return result
+
+  return remembered
 
 
+@_remember_last_two
 def index(advertisements):
   """{client id: KeyAdvertisement}, in id order, after checking the roster
   (shared between callers: do not change it)."""
-  global _LAST_INDEX
   advertisements = tuple(advertisements)
-  last, by_id = _LAST_INDEX
-  if last is advertisements:
-    return by_id
   for a in advertisements:
     if not isinstance(a, messages.KeyAdvertisement):
       raise SecAggError(f'roster entry {a!r} is not a KeyAdvertisement')
-  by_id = _index(advertisements)
-  _LAST_INDEX = (advertisements, by_id)
-  return by_id
+  return _index(advertisements)
 
 
 @functools.lru_cache(maxsize=8)  # Every client of a round reads the roster.
@@ -70,32 +83,17 @@ def _index(advertisements):
   return {client_id: by_id[client_id] for client_id in ids}
 
 
-_LAST_POINTS = (None, None)  # As _LAST_INDEX: callers pass one index.
-_LAST_IDS = (None, None)
-
-
+@_remember_last_two
 def round_ids(client_ids):
-  """The round's client ids as one sorted tuple, checked (memoized on the
-  object passed, or the tuple returned, as `index`)."""
-  global _LAST_IDS
-  last, ids = _LAST_IDS
-  if client_ids is last or client_ids is ids:
-    return ids
-  ids = tuple(check_client_ids(client_ids))
-  _LAST_IDS = (client_ids, ids)
-  return ids
+  """The round's client ids as one sorted tuple, checked."""
+  return tuple(check_client_ids(client_ids))
 
 
+@_remember_last_two
 def share_points(client_ids):
   """{client id: its Shamir point x}: 1, 2, ... in id order (never 0)
   (shared between callers: do not change it)."""
-  global _LAST_POINTS
-  last, points = _LAST_POINTS
-  if last is client_ids:
-    return points
-  points = _share_points(tuple(client_ids))
-  _LAST_POINTS = (client_ids, points)
-  return points
+  return _share_points(tuple(client_ids))
 
 
 @functools.lru_cache(maxsize=8)
