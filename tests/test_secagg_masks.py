@@ -7,7 +7,7 @@ from scipy import stats
 from canonical.secagg import kdf
 from canonical.secagg import masks
 
-_MODULI = [2, 3, 10, 2**8, 1000003, 2**32, 2**63 + 25, 2**64 - 59, 2**64]
+_MODULI = [2, 3, 10, 2**8, 2**24, 1000003, 2**32, 2**63 + 25, 2**64 - 59, 2**64]
 
 
 def _values(rng, modulus, size):
@@ -88,21 +88,35 @@ def test_keys_are_rfc_5869_hkdf_sha256():
       info=info).derive(b'secret')
 
 
-@pytest.mark.parametrize('modulus', [2, 7, 2**23, 2**23 + 1, 3 * 2**62,
-                                     2**63, 2**64 - 1, 2**64])
-def test_add_all_equals_one_modular_step_per_array(modulus):
+@pytest.mark.parametrize('modulus', [2, 7, 2**8, 2**23, 2**23 + 1, 2**24,
+                                     3 * 2**62, 2**63, 2**64 - 1, 2**64])
+def test_add_masks_equals_one_modular_step_per_expanded_mask(modulus):
   rng = np.random.default_rng(modulus % 1000)
-  def draw():
-    return masks.expand(rng.bytes(32), 500, modulus)
-  base, plus, minus = draw(), [draw() for _ in range(9)], [draw()
-                                                          for _ in range(8)]
+  base = masks.expand(rng.bytes(32), 500, modulus)
+  plus, minus = ([rng.bytes(32) for _ in range(count)] for count in (9, 8))
   expected = base
-  for a in plus:
-    expected = masks.add(expected, a, modulus)
-  for a in minus:
-    expected = masks.subtract(expected, a, modulus)
-  got = masks.add_all(base, plus, minus, modulus)
+  for key in plus:
+    expected = masks.add(expected, masks.expand(key, 500, modulus), modulus)
+  for key in minus:
+    expected = masks.subtract(expected, masks.expand(key, 500, modulus),
+                              modulus)
+  got = masks.add_masks(base, plus, minus, modulus)
   np.testing.assert_array_equal(got, expected)
   assert got.dtype == np.uint64 and (modulus == 2**64 or
                                      (got < np.uint64(modulus)).all())
-  np.testing.assert_array_equal(masks.add_all(base, [], [], modulus), base)
+  np.testing.assert_array_equal(masks.add_masks(base, [], [], modulus), base)
+  np.testing.assert_array_equal(
+      masks.add_masks(masks.add_masks(base, plus, minus, modulus), minus,
+                      plus, modulus), base)
+
+
+def test_add_masks_reduces_before_uint64_overflows():
+  # 2**62 + 1: three terms fit below 2**64, a fourth would wrap.
+  modulus = 2**62 + 1
+  keys = [bytes([i]) * 32 for i in range(7)]
+  base = np.full(300, modulus - 1, np.uint64)
+  expected = base
+  for key in keys:
+    expected = masks.add(expected, masks.expand(key, 300, modulus), modulus)
+  np.testing.assert_array_equal(masks.add_masks(base, keys, [], modulus),
+                                expected)

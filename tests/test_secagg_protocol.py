@@ -300,13 +300,14 @@ def test_a_late_input_stays_hidden_by_its_self_mask():
   for v in range(4):  # Client 4 > v subtracted PRG(s_4v): add it back.
     seed = keys_lib.pair_seed(run.config, private, 4,
                               run.roster[v].mask_public_key, v)
-    y = masks.add(y, keys_lib.pair_mask(run.config, seed, 0), modulus)
+    y = masks.add_masks(y, [keys_lib.pair_mask_key(run.config, seed, 0)], [],
+                        modulus)
   x = inputs[4].astype(np.uint64)
   assert np.count_nonzero(y == x) <= 1
   # What is left is exactly x_4 + PRG(b_4); b_4 never left client 4.
-  self_mask = keys_lib.self_mask(run.config, run.sharing[4].self_mask_seed, 4,
-                                 0)
-  assert np.array_equal(masks.subtract(y, self_mask, modulus), x)
+  self_mask = keys_lib.self_mask_key(run.config,
+                                     run.sharing[4].self_mask_seed, 4, 0)
+  assert np.array_equal(masks.add_masks(y, [], [self_mask], modulus), x)
 
 
 # Dropouts.
@@ -500,9 +501,8 @@ def test_masks_differ_per_leaf_and_per_round_from_the_same_keys():
 
   assert seed(config, 0, 1) == seed(config, 1, 0)
   assert seed(config, 0, 1) != seed(other_round, 0, 1)
-  assert not np.array_equal(
-      keys_lib.pair_mask(config, seed(config, 0, 1), 0),
-      keys_lib.pair_mask(other_round, seed(config, 0, 1), 0))
+  assert (keys_lib.pair_mask_key(config, seed(config, 0, 1), 0) !=
+          keys_lib.pair_mask_key(other_round, seed(config, 0, 1), 0))
 
 
 def test_no_secret_comes_from_pythons_random_module():

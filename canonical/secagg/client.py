@@ -245,11 +245,12 @@ def masked_input(state, value, received):
            for v in masking.share_senders if v != me}
   values = []
   for i, (leaf, x) in enumerate(zip(config.leaves, flat)):
-    plus = [keys_lib.self_mask(config, state.self_mask_seed, me, i)]
+    plus = [keys_lib.self_mask_key(config, state.self_mask_seed, me, i)]
     minus = []
     for v, seed in seeds.items():
-      (plus if me < v else minus).append(keys_lib.pair_mask(config, seed, i))
-    values.append(masks.add_all(x, plus, minus, leaf.modulus))
+      (plus if me < v else minus).append(
+          keys_lib.pair_mask_key(config, seed, i))
+    values.append(masks.add_masks(x, plus, minus, leaf.modulus))
   masked = messages.MaskedInput(me, tuple(values), config.moduli)
   return masking, masked
 

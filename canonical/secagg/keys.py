@@ -56,20 +56,18 @@ def pair_seed(config, private_key, own_id, peer_public, peer_id):
                         config.round_id, low, high)
 
 
-def pair_mask(config, seed, leaf_index):
-  """PRG(s_uv) for one leaf, uniform in [0, m)."""
+def pair_mask_key(config, seed, leaf_index):
+  """The key of PRG(s_uv) for one leaf (see masks.add_masks)."""
   leaf = config.leaves[leaf_index]
-  key = kdf.derive_key(seed, 'pair-mask', config.round_id, leaf_index,
-                       leaf.path, leaf.modulus)
-  return masks.expand(key, leaf.size, leaf.modulus)
+  return kdf.derive_key(seed, 'pair-mask', config.round_id, leaf_index,
+                        leaf.path, leaf.modulus)
 
 
-def self_mask(config, seed, client_id, leaf_index):
-  """PRG(b_u) for one leaf, uniform in [0, m)."""
+def self_mask_key(config, seed, client_id, leaf_index):
+  """The key of PRG(b_u) for one leaf (see masks.add_masks)."""
   leaf = config.leaves[leaf_index]
-  key = kdf.derive_key(seed, 'self-mask', config.round_id, client_id,
-                       leaf_index, leaf.path, leaf.modulus)
-  return masks.expand(key, leaf.size, leaf.modulus)
+  return kdf.derive_key(seed, 'self-mask', config.round_id, client_id,
+                        leaf_index, leaf.path, leaf.modulus)
 
 
 def _share_cipher(config, private_key, peer_public, peer_id, sender, recipient,

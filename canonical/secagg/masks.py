@@ -22,6 +22,23 @@ def bits_per_element(modulus):
   return (modulus - 1).bit_length()
 
 
+def _stream(key):
+  return Cipher(algorithms.ChaCha20(key, bytes(16)), mode=None).encryptor()
+
+
+def _width(bits):
+  """Bytes per candidate: the smallest unsigned integer holding `bits`."""
+  return next(w for w in (1, 2, 4, 8) if 8 * w >= bits)
+
+
+def _raw(key, size, modulus):
+  """The keystream as `size` unsigned ints, for a power-of-two `modulus`:
+  the mask is these modulo `modulus` (their low bits)."""
+  width = _width(bits_per_element(modulus))
+  return np.frombuffer(_stream(key).update(bytes(size * width)),
+                       np.dtype(f'<u{width}'))
+
+
 def expand(key, size, modulus):
   """`size` ints uniform in [0, modulus) (flat uint64) from a 32-byte key.
 
@@ -29,28 +46,39 @@ def expand(key, size, modulus):
   derives a fresh key per round, pair or client, and leaf.
   """
   bits = bits_per_element(modulus)
-  width = next(w for w in (1, 2, 4, 8) if 8 * w >= bits)
-  dtype = np.dtype(f'<u{width}')
   low_bits = np.uint64((1 << bits) - 1)
-  exact = modulus == 1 << bits
+  if _is_power_of_two(modulus):  # Every candidate is kept.
+    raw = _raw(key, size, modulus)
+    values = raw.astype(np.uint64)
+    if bits < 8 * raw.itemsize:
+      values &= low_bits
+    return values
+  width = _width(bits)
+  dtype = np.dtype(f'<u{width}')
   acceptance = modulus / 2.0**bits
-  stream = Cipher(algorithms.ChaCha20(key, bytes(16)), mode=None).encryptor()
+  stream = _stream(key)
   chunks, have = [], 0
   while have < size:
     count = math.ceil((size - have) / acceptance * 1.02) + 16
     candidates = np.frombuffer(stream.update(bytes(count * width)), dtype)
     candidates = candidates.astype(np.uint64) & low_bits
-    if not exact:
-      candidates = candidates[candidates < np.uint64(modulus)]
+    candidates = candidates[candidates < np.uint64(modulus)]
     chunks.append(candidates)
     have += candidates.size
   return np.concatenate(chunks)[:size] if chunks else np.zeros(0, np.uint64)
+
+
+def _is_power_of_two(modulus):
+  return modulus & (modulus - 1) == 0
 
 
 def add(a, b, modulus):
   """(a + b) mod modulus for flat uint64 arrays with entries in [0, modulus)."""
   total = a + b  # Wraps modulo 2**64.
   if modulus == MAX_MODULUS:
+    return total
+  if _is_power_of_two(modulus):  # Wrapping is exact modulo 2**64's divisors.
+    total &= np.uint64(modulus - 1)
     return total
   m = np.uint64(modulus)
   wrapped = total < a  # The true sum passed 2**64, so it is >= modulus.
@@ -62,30 +90,52 @@ def subtract(a, b, modulus):
   difference = a - b  # Wraps modulo 2**64.
   if modulus == MAX_MODULUS:
     return difference
+  if _is_power_of_two(modulus):
+    difference &= np.uint64(modulus - 1)
+    return difference
   return np.where(a >= b, difference, difference + np.uint64(modulus))
 
 
-def add_all(base, plus, minus, modulus):
-  """(base + sum(plus) - sum(minus)) mod modulus, for flat uint64 arrays with
-  entries in [0, modulus): one reduction at the end instead of a modular
-  step per array (a client adds k + 1 masks)."""
-  power_of_two = modulus & (modulus - 1) == 0
-  if not power_of_two and (1 + len(plus) + len(minus)) * (modulus - 1) >= \
-      MAX_MODULUS:  # Plain sums could pass 2**64: a step per array.
-    for a in plus:
-      base = add(base, a, modulus)
-    for a in minus:
-      base = subtract(base, a, modulus)
+def add_masks(base, plus, minus, modulus):
+  """(base + sum of PRG(k) for k in `plus` - sum of PRG(k) for k in `minus`)
+  mod modulus, for a flat uint64 `base` with entries in [0, modulus) and
+  32-byte mask keys.
+
+  Masks are expanded one at a time and added in place, so a client adding
+  k + 1 masks holds two arrays, not k + 1; the sum is reduced once at the end
+  (for a power-of-two modulus the raw keystream is added, in its own width),
+  or whenever uint64 could overflow.
+  """
+  size = base.size
+  if _is_power_of_two(modulus):
+    # In the keystream's own width w: wrapping modulo 2**(8w), a multiple of
+    # the modulus, is exact.
+    dtype = np.dtype(f'<u{_width(bits_per_element(modulus))}')
+    total = base.astype(dtype)
+    for key in plus:
+      total += _raw(key, size, modulus)
+    for key in minus:
+      total -= _raw(key, size, modulus)
+    total = total.astype(np.uint64)
+    if modulus < 2**(8 * dtype.itemsize):
+      total &= np.uint64(modulus - 1)
+    return total
+  terms_that_fit = (MAX_MODULUS - 1) // (modulus - 1)
+  if terms_that_fit < 2:  # Each addition may pass 2**64: a step per mask.
+    for key in plus:
+      base = add(base, expand(key, size, modulus), modulus)
+    for key in minus:
+      base = subtract(base, expand(key, size, modulus), modulus)
     return base
-  total = base.copy()
-  for a in plus:
-    total += a
-  if power_of_two:  # Wrapping modulo 2**64 is exact modulo its divisors.
-    for a in minus:
-      total -= a
-    return total if modulus == MAX_MODULUS else total & np.uint64(modulus - 1)
-  negative = np.zeros_like(total)
-  for a in minus:
-    negative += a
   m = np.uint64(modulus)
-  return subtract(total % m, negative % m, modulus)
+  sums = []
+  for start, keys in ((base, plus), (np.zeros_like(base), minus)):
+    total, terms = start.copy(), 1
+    for key in keys:
+      if terms == terms_that_fit:
+        total %= m
+        terms = 1
+      total += expand(key, size, modulus)
+      terms += 1
+    sums.append(total % m)
+  return subtract(sums[0], sums[1], modulus)

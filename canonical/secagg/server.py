@@ -121,12 +121,12 @@ def unmask(config, roster, share_senders, masked_sum, responses):
                         'of range (a corrupted share)')
     return secret.to_bytes(32, 'big')
 
-  values = list(values)
+  plus = [[] for _ in config.leaves]  # Mask keys, per leaf.
+  minus = [[] for _ in config.leaves]
   for u in sorted(contributors):
     seed = reconstruct('self_mask_shares', u)
-    for i, leaf in enumerate(config.leaves):
-      mask = keys_lib.self_mask(config, seed, u, i)
-      values[i] = masks.subtract(values[i], mask, leaf.modulus)
+    for i in range(len(config.leaves)):
+      minus[i].append(keys_lib.self_mask_key(config, seed, u, i))
   for u in sorted(share_senders - contributors):
     mask_key = x25519.X25519PrivateKey.from_private_bytes(
         reconstruct('key_shares', u))
@@ -137,11 +137,12 @@ def unmask(config, roster, share_senders, masked_sum, responses):
     for v in sorted(contributors & hoods[u]):
       seed = keys_lib.pair_seed(config, mask_key, u, by_id[v].mask_public_key,
                                 v)
-      for i, leaf in enumerate(config.leaves):
+      for i in range(len(config.leaves)):
         # v added PRG(s_uv) if v < u and subtracted it if v > u: undo that.
-        undo = masks.subtract if v < u else masks.add
-        values[i] = undo(values[i], keys_lib.pair_mask(config, seed, i),
-                         leaf.modulus)
+        (minus if v < u else plus)[i].append(
+            keys_lib.pair_mask_key(config, seed, i))
+  values = [masks.add_masks(x, p, m, leaf.modulus)
+            for leaf, x, p, m in zip(config.leaves, values, plus, minus)]
   return config_lib.pack_output(config, values)
 
 
