@@ -211,6 +211,8 @@ class WorkFn(_FormFn, beam.DoFn):
     remote = getattr(self._data, 'remote', False) or not storage.is_local(
         self._attempt.directory)
     inputs = _in_order(self._inputs, tasks, REMOTE_READS if remote else 0)
+    keeper = None if self._secure is None else self._secure.keeper(form,
+                                                                   tasks)
     for task, (read, seconds) in zip(tasks, inputs):
       start = time.perf_counter()
       try:
@@ -220,8 +222,8 @@ class WorkFn(_FormFn, beam.DoFn):
         if self._secure is not None:
           # It keeps its U and advertises its keys; its U goes with its
           # masked input (secure_round.MaskFn), if it gets that far.
-          stats['advertisements'].append(
-              self._secure.keep_update(form, task.client_id, update))
+          stats['advertisements'].append(keeper.keep(task.client_id,
+                                                     update))
       except ClientDropped as e:
         stats['dropped'].append([task.client_id, e.reason, str(e)])
         continue
@@ -233,6 +235,8 @@ class WorkFn(_FormFn, beam.DoFn):
         accumulator = form.accumulate(accumulator, update)
         stats['ok'] += 1
         stats['bits'] += bits
+    if keeper is not None:
+      keeper.close()
     if worked:
       stats['workers'][worker_id()] = worked
     yield [None if accumulator is None else tensor_io.flatten(accumulator),

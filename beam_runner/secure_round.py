@@ -52,6 +52,7 @@ sparse graph, the round fails and commits nothing.
 
 import collections
 import functools
+import itertools
 import json
 import os
 import threading
@@ -96,15 +97,10 @@ class SecureRound:
     """The shares the Relay addressed to a batch's clients."""
     return storage.join(self.directory, 'inbox', batch + '.jsonl')
 
-  def input_path(self, client_id):
-    """Where a client keeps its secure input between its steps."""
-    return storage.join(self.directory, 'inputs',
-                        client_data.file_name(client_id) + '.tensors')
-
-  def plain_path(self, client_id):
-    """Where a client keeps the plain part of its U until it masks."""
-    return storage.join(self.directory, 'plain',
-                        client_data.file_name(client_id) + '.tensors')
+  def kept_path(self, batch, part):
+    """Where a batch's clients keep their U until they mask (part `part`
+    of the batch's; see `Keeper`)."""
+    return storage.join(self.directory, 'kept', f'{batch}-{part:05d}.tensors')
 
   def held_path(self, batch):
     """Where a batch's clients keep the shares they decrypted (step 3, for
@@ -128,37 +124,30 @@ class SecureRound:
         'neighbors': neighbors,
         'moduli': [tf.nest.flatten(m) for m in moduli]}).encode())
 
-  def keep_update(self, form, client_id, update):
-    """At the client, after its work: checks its secure input and keeps it
-    and its U's plain part (both travel with its masked input); returns
-    its key advertisement (wire text). ClientDropped if the input is out of
-    range."""
-    the_round = round_of(form, self)
-    plain, secure_part = form.split_update(update)
-    try:
-      value = secure_sums.client_inputs(
-          form.secure_sums, the_round.parameters, secure_part,
-          f'client {client_id!r}')
-    except secure_sums.SecureSumError as e:
-      raise round_pipeline.ClientDropped(round_pipeline.SECURE_INPUT,
-                                         str(e)) from e
-    tensor_io.write_tensors(self.input_path(client_id), value)
-    if tf.nest.flatten(plain):
-      tensor_io.write_tensors(self.plain_path(client_id), plain)
-    return secagg.wire.to_bytes(client_of(the_round, client_id).advertisement
-                                ).decode()
+  def keeper(self, form, tasks):
+    """A `Keeper` for the batch of `tasks`, in its files' name (see
+    `batch_key`)."""
+    return Keeper(self, form, batch_key(tasks))
 
-  def kept_update(self, form, client_id):
-    """(U's plain part as arrays, the secure input) `keep_update` kept."""
+  def kept_updates(self, form, batch):
+    """(client id, U's plain part, the secure input) of each client whose
+    U the batch's `Keeper` kept, in the order it kept them."""
     spec = form.client_update_spec
-    plain = tensor_io.read_arrays(self.plain_path(client_id), 'plain update'
-                                  ) if tf.nest.flatten(spec) else []
-    plain = tensor_io.pack(spec, plain, what='plain update')
-    value = tf.nest.pack_sequence_as(form.secure_update_spec,
-                                     tensor_io.read_arrays(
-                                         self.input_path(client_id),
-                                         'secure input'))
-    return plain, value
+    plain_leaves = len(tf.nest.flatten(spec))
+    secure_leaves = len(tf.nest.flatten(form.secure_update_spec))
+    for part in itertools.count():
+      path = self.kept_path(batch, part)
+      arrays, fields = _KEPT_CODER.decode(storage.read_bytes(path))
+      for i, client_id in enumerate(fields['clients']):
+        start = i * (plain_leaves + secure_leaves)
+        plain = arrays[start:start + plain_leaves]
+        value = arrays[start + plain_leaves:
+                       start + plain_leaves + secure_leaves]
+        yield (client_id,
+               tensor_io.pack(spec, plain, what=f'plain update in {path}'),
+               tf.nest.pack_sequence_as(form.secure_update_spec, value))
+      if not fields['more']:
+        return
 
   def masked_bits(self, form):
     """Bits of one client's masked input: each value at its modulus's
@@ -222,6 +211,59 @@ class SecureRound:
         steps.Collect('Responses'),
         steps.Each('Update', update),
     ]
+
+
+_KEPT_CODER = round_pipeline.PartialCoder()  # [arrays, {clients, more}].
+KEPT_PART_BYTES = 64 << 20
+
+
+class Keeper:
+  """At a batch's clients, after their work: each one checks its secure
+  input and keeps it with its U's plain part (both travel with its masked
+  input) until it masks. The batch's clients share files of up to
+  KEPT_PART_BYTES (on object storage each file is a request; the batch is
+  never held in memory whole)."""
+
+  def __init__(self, secure_round, form, batch):
+    self._secure_round = secure_round
+    self._form = form
+    self._batch = batch
+    self._clients, self._arrays, self._bytes, self._parts = [], [], 0, 0
+
+  def keep(self, client_id, update):
+    """Keeps the client's U; returns its key advertisement (wire text).
+    ClientDropped if its secure input is out of range."""
+    form, secure_round = self._form, self._secure_round
+    the_round = round_of(form, secure_round)
+    plain, secure_part = form.split_update(update)
+    try:
+      value = secure_sums.client_inputs(
+          form.secure_sums, the_round.parameters, secure_part,
+          f'client {client_id!r}')
+    except secure_sums.SecureSumError as e:
+      raise round_pipeline.ClientDropped(round_pipeline.SECURE_INPUT,
+                                         str(e)) from e
+    arrays = tensor_io.flatten(plain) + tensor_io.flatten(value)
+    self._clients.append(client_id)
+    self._arrays += arrays
+    self._bytes += sum(a.nbytes for a in arrays)
+    if self._bytes >= KEPT_PART_BYTES:
+      self._write(more=True)
+    return secagg.wire.to_bytes(client_of(the_round, client_id).advertisement
+                                ).decode()
+
+  def close(self):
+    """Writes what is left (nothing if no client kept its U)."""
+    if self._clients or self._parts:
+      self._write(more=False)
+
+  def _write(self, more):
+    storage.write_bytes(
+        self._secure_round.kept_path(self._batch, self._parts),
+        _KEPT_CODER.encode([self._arrays,
+                            {'clients': self._clients, 'more': more}]))
+    self._clients, self._arrays, self._bytes = [], [], 0
+    self._parts += 1
 
 
 # ---------------------------------------------------------------------------
@@ -475,18 +517,15 @@ class MaskFn(_ClientStepFn):
     accumulator, stats = None, round_pipeline.empty_stats()
     total = secagg.aggregation.zero(the_round.config)
     masked_bits = self._secure_round.masked_bits(form)
-    for task in tasks:
+    for client_id, plain, value in self._kept(form, key, tasks, stats):
       try:
-        plain, value = self._secure_round.kept_update(form, task.client_id)
-        client = client_of(the_round, task.client_id)
+        client = client_of(the_round, client_id)
         masking, masked = secagg.masked_input(client.sharing_state, value,
-                                              inbox[task.client_id])
+                                              inbox[client_id])
       except Exception as e:  # pylint: disable=broad-except
-        stats['dropped'].append([task.client_id,
-                                 round_pipeline.SECURE_MASKING,
-                                 round_pipeline._message(e)])  # pylint: disable=protected-access
+        _drop_masking(stats, client_id, e)
         continue
-      held[task.client_id] = _held_fields(masking)
+      held[client_id] = _held_fields(masking)
       total = secagg.aggregation.accumulate(the_round.config, total, masked)
       if accumulator is None:
         accumulator = form.zero()
@@ -497,6 +536,28 @@ class MaskFn(_ClientStepFn):
                         json.dumps(held).encode())
     yield [None if accumulator is None else tensor_io.flatten(accumulator),
            stats, list(total.values), sorted(total.contributors)]
+
+  def _kept(self, form, key, tasks, stats):
+    """(client id, plain part, secure input) of each of `tasks`' clients,
+    as the batch kept them; if the batch's files cannot be read, its
+    clients not yet read drop out."""
+    left = {task.client_id for task in tasks}
+    error = ValueError('its update was not kept')
+    try:
+      for kept in self._secure_round.kept_updates(form, key):
+        if kept[0] in left:
+          left.remove(kept[0])
+          yield kept
+    except Exception as e:  # pylint: disable=broad-except
+      error = e
+    for task in tasks:
+      if task.client_id in left:
+        _drop_masking(stats, task.client_id, error)
+
+
+def _drop_masking(stats, client_id, error):
+  stats['dropped'].append([client_id, round_pipeline.SECURE_MASKING,
+                           round_pipeline._message(error)])  # pylint: disable=protected-access
 
 
 class MaskedSumFn(round_pipeline._FormFn, beam.CombineFn):  # pylint: disable=protected-access

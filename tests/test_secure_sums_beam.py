@@ -306,6 +306,70 @@ def test_too_many_mid_protocol_dropouts_fail_the_round(monkeypatch, tmp_path,
   assert run_dir.RunDir(tmp_path / 'run').last_committed() == 0
 
 
+def _kept_files_written(monkeypatch):
+  written = []
+  original = storage.write_bytes
+
+  def write_bytes(path, data, sync=False):
+    if '/kept/' in str(path):
+      written.append(os.path.basename(str(path)))
+    return original(path, data, sync)
+
+  monkeypatch.setattr(storage, 'write_bytes', write_bytes)
+  return written
+
+
+@pytest.mark.parametrize('part_bytes, files', [(None, 3), (1, 9 + 3)])
+def test_a_batch_keeps_its_clients_updates_in_files_of_bounded_size(
+    monkeypatch, tmp_path, part_bytes, files):
+  """Between work and masking a batch's clients keep their U in one file
+  (a request each on object storage), or in parts when it would pass
+  KEPT_PART_BYTES (1 byte: a part per client, then an empty last part);
+  the sums are exact either way."""
+  if part_bytes is not None:
+    monkeypatch.setattr(secure_round, 'KEPT_PART_BYTES', part_bytes)
+  written = _kept_files_written(monkeypatch)
+  data = _data(9, seed=13)
+  form = compiler.compile(_mixed_process())
+  result = beam_runner.run(form, data, 1, 9, tmp_path / 'run', seed=1,
+                           progress=QUIET, clients_per_element=3)
+  weights, metrics = _expected_round(data, without=())
+  outcome = result.outcomes[0]
+  assert {name: outcome['metrics'][name] for name in metrics} == metrics
+  assert np.asarray(result.state['w']).tolist() == weights
+  assert len(written) == files
+  assert len({name.rsplit('-', 1)[0] for name in written}) == 3  # Batches.
+
+
+def test_clients_whose_kept_update_cannot_be_read_drop_out(monkeypatch,
+                                                          tmp_path):
+  """A batch's kept file fails to read at client c4: c4 and the clients of
+  its batch not yet read drop out masking; the rest sum exactly."""
+  original = secure_round.SecureRound.kept_updates
+
+  def kept_updates(self, form, batch):
+    for kept in original(self, form, batch):
+      if kept[0] == 'c4':
+        raise OSError('the device lost its storage')
+      yield kept
+
+  monkeypatch.setattr(secure_round.SecureRound, 'kept_updates', kept_updates)
+  data = _data(9, seed=14)
+  form = compiler.compile(_mixed_process())
+  result = beam_runner.run(form, data, 1, 9, tmp_path / 'run', seed=1,
+                           progress=QUIET, clients_per_element=3)
+  outcome = result.outcomes[0]
+  dropped = set(outcome['dropped_clients'])
+  assert 'c4' in dropped and len(dropped) <= 3
+  assert outcome['dropped_reasons'] == {
+      'secure protocol: masking failed': len(dropped)}
+  assert all('the device lost its storage' in why
+             for why in outcome['dropped_clients'].values())
+  weights, metrics = _expected_round(data, dropped)
+  assert {name: outcome['metrics'][name] for name in metrics} == metrics
+  assert np.asarray(result.state['w']).tolist() == weights
+
+
 def test_dropouts_that_cut_the_ring_fail_before_anyone_unmasks(monkeypatch,
                                                               tmp_path):
   """On a k=2 ring, two clients that drop out masking leave the others in
