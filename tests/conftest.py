@@ -1,6 +1,18 @@
-"""Shared fixtures: a local S3 server (moto) for tests of s3:// paths."""
+"""Shared fixtures: a local S3 server (moto) for tests of s3:// paths.
 
-import pytest
+TensorFlow here runs one intra-op thread, as the Dask engine's workers do
+(engines.start_local_cluster): on some CPUs (AVX-512 / AMX) oneDNN's kernels
+give other float bits with one thread than with several, and stochastic
+rounding is seeded by a fingerprint of a client's update, so the Dask tests'
+reference would otherwise draw other noise than the workers. Set before any
+test imports TensorFlow (its thread pools read it once).
+"""
+
+import os
+
+os.environ['TF_NUM_INTRAOP_THREADS'] = '1'
+
+import pytest  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 from s3_server import S3Server
 
