@@ -433,6 +433,22 @@ def test_client_with_no_data_sends_nothing(mlp):
   assert output.metrics['non_finite_updates'] == 0.0
 
 
+def test_an_empty_batch_is_no_step(mlp):
+  """A zero-size batch between two others changes nothing: with momentum a
+  zero gradient would still move the weights, so the step is skipped (and
+  oneDNN's pooling gradient aborts on zero-size batches on some CPUs)."""
+  x, y = _separable(8, seed=0)
+  full = _batches(x, y, 4)
+  empty = tf.data.Dataset.from_tensors((x[:0], y[:0]))
+  with_empty = full.take(1).concatenate(empty).concatenate(full.skip(1))
+  work = _traced_client_update(mlp, learning.sgd(0.1, momentum=0.9))
+  a = work(mlp.initial_weights(), full)
+  b = work(mlp.initial_weights(), with_empty)
+  for x_delta, y_delta in zip(a.weights_delta, b.weights_delta):
+    np.testing.assert_array_equal(x_delta, y_delta)
+  assert b.num_examples == 8.0
+
+
 def test_client_with_non_finite_update_is_dropped(mlp):
   x, y = _separable(8, seed=0)
   x[3, 1] = np.nan

@@ -102,9 +102,9 @@ def add_masks(base, plus, minus, modulus):
   32-byte mask keys.
 
   Masks are expanded one at a time and added in place, so a client adding
-  k + 1 masks holds a few arrays at a time, not k + 1; the sum is reduced once at the end
-  (for a power-of-two modulus the raw keystream is added, in its own width),
-  or whenever uint64 could overflow.
+  k + 1 masks holds a few arrays at a time, not k + 1; the sum is reduced
+  once at the end (for a power-of-two modulus the raw keystream is added,
+  in its own width), or whenever uint64 could overflow.
   """
   size = base.size
   if _is_power_of_two(modulus):
