@@ -396,6 +396,7 @@ class Client:
     self.id = client_id
     self.keys, self.advertisement = secagg.advertise_keys(
         client_id, the_round.config, self._rng.child('advertise'))
+    self._sharing_state = None
 
   @functools.cached_property
   def _roster(self):
@@ -407,15 +408,19 @@ class Client:
 
   def share_keys(self):
     advertisements, client_ids = self._roster
-    return secagg.share_keys(self.keys, advertisements,
-                             self._rng.child('share'), client_ids)
+    self._sharing_state, outgoing = secagg.share_keys(
+        self.keys, advertisements, self._rng.child('share'), client_ids)
+    return self._sharing_state, outgoing
 
-  @functools.cached_property
+  @property
   def sharing_state(self):
-    """Its state after step 2, redrawn without encrypting."""
-    advertisements, client_ids = self._roster
-    return secagg.sharing_state(self.keys, advertisements,
-                                self._rng.child('share'), client_ids)
+    """Its state after step 2: kept by the worker that ran that step, or
+    redrawn (the same) without encrypting on another."""
+    if self._sharing_state is None:
+      advertisements, client_ids = self._roster
+      self._sharing_state = secagg.sharing_state(
+          self.keys, advertisements, self._rng.child('share'), client_ids)
+    return self._sharing_state
 
   def kept(self, fields):
     """Its step-3 state, from its entry in its batch's held file."""
