@@ -558,6 +558,25 @@ def test_evaluate_sums_match_the_keras_model(digits_model):
   assert sums['num_examples'] == 20.0
 
 
+def test_evaluate_skips_zero_size_batches():
+  """The CNN's metrics with a zero-size batch among the others are the same
+  (oneDNN's convolution refuses a zero-size batch on some CPUs)."""
+  model = learning.FunctionalModel.from_keras(models.cnn_28x28)
+  rng = np.random.default_rng(1)
+  x = rng.uniform(size=(4, 28, 28, 1)).astype(np.float32)
+  y = rng.integers(0, 10, 4).astype(np.int32)
+  full = _batches(x, y, 2)
+  empty = tf.data.Dataset.from_tensors((x[:0], y[:0]))
+  weights = model.initial_weights()
+  expected = learning.evaluate(model, weights, full)
+  got = learning.evaluate(
+      model, weights, full.take(1).concatenate(empty).concatenate(
+          full.skip(1)))
+  assert {k: float(v) for k, v in got.items()} == {
+      k: float(v) for k, v in expected.items()}
+  assert float(got['num_examples']) == 4.0
+
+
 def test_rounds_of_federated_averaging_reduce_the_loss(mlp):
   clients = [_batches(*_separable(n, seed=s), 8)
              for n, s in [(16, 10), (40, 11), (24, 12)]]

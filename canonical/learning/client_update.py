@@ -12,6 +12,7 @@ from typing import NamedTuple
 import tensorflow as tf
 
 from canonical.learning.model import ModelWeights
+from canonical.learning.model import skip_empty_batches
 
 
 class ClientOutput(NamedTuple):
@@ -53,18 +54,10 @@ def client_update(functional_model, client_optimizer, weights, dataset,
     sums = {name: sums[name] + output.metrics[name] for name in sums}
     return tuple(trainable), output.non_trainable, optimizer_state, sums
 
-  def train_unless_empty(state, batch):
-    # A batch without examples is no step. (On CPUs where oneDNN runs
-    # pooling, its max-pool gradient on a zero-size batch aborts the process.)
-    examples = tf.shape(tf.nest.flatten(batch)[0])[0]
-    trainable, non_trainable, optimizer_state, sums = state
-    skipped = (tuple(trainable), non_trainable, optimizer_state, sums)
-    return tf.cond(examples > 0, lambda: train_on_batch(state, batch),
-                   lambda: skipped)
-
   if epochs > 1:
     dataset = dataset.repeat(epochs)
-  trained, _, _, sums = dataset.reduce(initial_state, train_unless_empty)
+  trained, _, _, sums = dataset.reduce(initial_state,
+                                       skip_empty_batches(train_on_batch))
   delta = tuple(new - old for new, old in zip(trained, weights.trainable))
   num_examples = sums['num_examples'] / float(epochs)
   return _drop_if_not_finite(ClientOutput(delta, num_examples, sums))

@@ -47,6 +47,20 @@ def split_batch(batch):
       f'{tf.nest.map_structure(lambda t: getattr(t, "dtype", t), batch)!r}.')
 
 
+def skip_empty_batches(step):
+  """`step(state, batch)` for `dataset.reduce`, run only on a batch with
+  examples: a zero-size batch leaves the state as it is. (A training step on
+  one would still move weights under momentum; and on CPUs where oneDNN runs
+  them, e.g. with AVX-512/AMX, its max-pool gradient aborts the process on a
+  zero-size batch and its convolution refuses one.)"""
+
+  def step_unless_empty(state, batch):
+    examples = tf.shape(split_batch(batch)[0])[0]
+    return tf.cond(examples > 0, lambda: step(state, batch), lambda: state)
+
+  return step_unless_empty
+
+
 def _spec_of(variable):
   return tf.TensorSpec(tuple(variable.shape), tf.as_dtype(variable.dtype))
 
