@@ -259,6 +259,8 @@ class WorkFn(_FormFn, beam.DoFn):
         data = (data, self._client_state(task))
     except ClientDropped as e:
       data = e
+    if self._secure is not None:
+      self._secure.draw_client_ahead(form, task.client_id)
     return data, time.perf_counter() - start
 
   def _work(self, task, data, c):

@@ -129,6 +129,15 @@ class SecureRound:
     `batch_key`)."""
     return Keeper(self, form, batch_key(tasks))
 
+  def draw_client_ahead(self, form, client_id):
+    """Draws the client's keys (reading its secret) before its turn, on the
+    worker's reading threads when storage is remote; a failure here shows
+    again at its turn, where it counts."""
+    try:
+      client_of(round_of(form, self), client_id)
+    except Exception:  # pylint: disable=broad-except
+      pass
+
   def kept_updates(self, form, batch):
     """(client id, U's plain part, the secure input) of each client whose
     U the batch's `Keeper` kept, in the order it kept them."""
@@ -287,8 +296,10 @@ def _write_messages(path, messages):
 
 
 class _Cache:
-  """`load(key)`, once per process and key: runners may make new DoFns for
-  every element. Emptied when it holds more than `most`."""
+  """`load(key)`, kept per process and key: runners may make new DoFns for
+  every element. Threads load in parallel (two asking for one key may both
+  load it; all get the first result kept). Emptied when it holds more than
+  `most`."""
 
   def __init__(self, most):
     self._most = most
@@ -297,11 +308,13 @@ class _Cache:
 
   def get(self, key, load):
     with self._lock:
-      if key not in self._values:
-        if len(self._values) >= self._most:
-          self._values.clear()
-        self._values[key] = load(key)
-      return self._values[key]
+      if key in self._values:
+        return self._values[key]
+    value = load(key)  # Not under the lock: threads load in parallel.
+    with self._lock:
+      if len(self._values) >= self._most:
+        self._values.clear()
+      return self._values.setdefault(key, value)
 
 
 _FILES = _Cache(16)  # The round's parameters, roster, contributors.

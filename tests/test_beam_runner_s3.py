@@ -1,8 +1,9 @@
 """Rounds with every file on S3 (a real S3 server, moto's, on 127.0.0.1),
 through Beam's S3 options: the same results as on local disk, in-process and
-on Dask workers; a run killed with SIGKILL resumes to the uninterrupted
-result; two drivers on one run directory cannot both commit a round, on S3
-as on local disk; a missing bucket is one clear error before any round.
+on Dask workers, secure sums bit for bit; a run killed with SIGKILL resumes
+to the uninterrupted result; two drivers on one run directory cannot both
+commit a round, on S3 as on local disk; a missing bucket is one clear error
+before any round.
 """
 
 import json
@@ -22,9 +23,11 @@ import canonical as cf
 from beam_runner import engines
 from beam_runner import tensorboard_log
 from beam_runner import tensor_io
+from beam_runner import testing
 from canonical import storage
 from example_processes import client_state_process
 from example_processes import random_floats
+from test_secure_sums import _mixed_process
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 QUIET = lambda _: None
@@ -103,6 +106,28 @@ def test_dask_workers_read_and_write_s3_with_the_drivers_options(s3,
   for x, y in zip(tf.nest.flatten(result.state),
                   tf.nest.flatten(local.state)):
     np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.slow
+def test_secure_rounds_on_s3_are_bit_exact(s3):
+  """The masking protocol with its files on S3: each client's secret made
+  create-only, a batch's kept updates, inboxes and held shares; the sums
+  exactly the reference's, and of the protocol's files only the clients'
+  secrets outlive a commit."""
+  rng = np.random.default_rng(5)
+  data = {f'c{i}': rng.integers(0, 16, [3]).astype(np.int32)
+          for i in range(9)}
+  run = f'{s3.bucket_url}/run'
+  testing.assert_rounds_match(_mixed_process(), data, rounds=2,
+                              clients_per_round=6, rtol=0, atol=0,
+                              clients_per_element=3, output_dir=run,
+                              pipeline_options=s3.options())
+  sampled = set(beam_runner.RunDir(run).clients(1)) | set(
+      beam_runner.RunDir(run).clients(2))
+  files = storage.list_files(run)
+  assert sorted(f for f in files if f.startswith('client_secrets/')) == [
+      f'client_secrets/{c}.key' for c in sorted(sampled)]
+  assert not [f for f in files if '/secure/' in f]
 
 
 def test_a_missing_bucket_is_one_error_before_any_round(s3):
