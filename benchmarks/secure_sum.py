@@ -11,7 +11,10 @@ dropouts) or a number k. The complete graph is quadratic: it runs up to
 `--largest-complete` clients only. Each measured round is a run's second
 (the first makes the clients' secrets and warms the caches, as in any run
 past its first round). Plain and secure rounds alternate (`--repeats` pairs),
-so machine noise hits both; each figure is a median.
+so machine noise hits both; each figure is a median. With `--dask-workers N`
+every row is measured again on a local Dask cluster of N worker processes
+(started once, on 127.0.0.1, stopped at the end; the clients' data written
+as TFRecord shards, as a cluster reads it).
 
 Reported per row:
   plain_seconds, secure_seconds   one round, start to commit
@@ -29,14 +32,15 @@ Reported per row:
                                   expanded and added to its input (k
                                   pairwise, one self mask); no
                                   Beam, no files, no Shamir shares
-  floor_ratio                     (plain + crypto floor) / plain: the ratio
-                                  no implementation of this protocol with
-                                  these primitives beats on one core
+  floor_ratio                     (plain + crypto floor / workers) / plain:
+                                  the ratio no implementation of this
+                                  protocol with these primitives beats on
+                                  that many cores
 
 Usage (from the repository root):
   python -m benchmarks.secure_sum [--clients 10,100,1000] [--elements 1000]
       [--neighbors all,auto] [--largest-complete 100] [--repeats 3]
-      [--json PATH]
+      [--dask-workers 0] [--json PATH]
 """
 
 import argparse
@@ -76,15 +80,31 @@ def build_form(elements, secure):
       cf.tf_computation(lambda: tf.constant(0)), next_fn))
 
 
-def round_seconds(form, data, **secure):
-  """Seconds of the second committed round of a run of all `data`'s
-  clients."""
+class Engine:
+  """Where rounds run: Beam's in-process runner on in-memory data, or a
+  Dask cluster (`options`) on data written as shards under `directory`."""
+
+  def __init__(self, name, workers=1, options=None, directory=None):
+    self.name, self.workers = name, workers
+    self.options, self.directory = options, directory
+
+  def client_data(self, data):
+    if self.directory is None:
+      return data
+    return beam_runner.write_client_data(
+        os.path.join(self.directory, f'clients-{len(data)}'), data).directory
+
+
+def round_seconds(form, data, clients, engine, **secure):
+  """Seconds of the second committed round of a run of all `clients`."""
   with tempfile.TemporaryDirectory(prefix='secure-sum-bench-') as out:
     out = os.path.join(out, 'run')
     quiet = lambda line: None
-    beam_runner.run(form, data, 1, len(data), out, progress=quiet, **secure)
+    beam_runner.run(form, data, 1, clients, out, progress=quiet,
+                    pipeline_options=engine.options, **secure)
     start = time.perf_counter()
-    beam_runner.run(form, data, 2, len(data), out, progress=quiet, **secure)
+    beam_runner.run(form, data, 2, clients, out, progress=quiet,
+                    pipeline_options=engine.options, **secure)
     return time.perf_counter() - start
 
 
@@ -105,10 +125,11 @@ def crypto_floor_seconds(clients, peers, elements, modulus):
   return time.perf_counter() - start
 
 
-def measure(clients, elements, repeats, forms, neighbors):
+def measure(clients, elements, repeats, forms, neighbors, engine):
   rng = np.random.default_rng(clients)
-  data = {f'c{i:05d}': rng.integers(0, 2**BITWIDTH, elements).astype(np.int32)
-          for i in range(clients)}
+  values = {f'c{i:05d}': rng.integers(0, 2**BITWIDTH, elements).astype(
+      np.int32) for i in range(clients)}
+  data = engine.client_data(values)
   degree = secagg.graph.resolve(neighbors, clients)
   modulus = secure_sums.modulus(secure_sums.BITWIDTH, BITWIDTH, clients)
   config = secure_sums.round_config(
@@ -117,16 +138,17 @@ def measure(clients, elements, repeats, forms, neighbors):
   peers = clients - 1 if degree is None else min(degree, clients - 1)
   plain, secure, floor = [], [], []
   for _ in range(repeats):
-    plain.append(round_seconds(forms[False], data))
-    secure.append(round_seconds(forms[True], data,
+    plain.append(round_seconds(forms[False], data, clients, engine))
+    secure.append(round_seconds(forms[True], data, clients, engine,
                                 secure_neighbors=neighbors))
     floor.append(crypto_floor_seconds(clients, peers, elements, modulus))
   steps = secagg.client_cost_bits(config, clients,
-                                  secagg.messages.id_bits(next(iter(data))))
+                                  secagg.messages.id_bits(next(iter(values))))
   plain_seconds, secure_seconds, floor_seconds = (
       statistics.median(plain), statistics.median(secure),
       statistics.median(floor))
   return {
+      'engine': engine.name, 'workers': engine.workers,
       'clients': clients, 'elements': elements, 'repeats': repeats,
       'neighbors': 'all' if secagg.graph.is_complete(degree, clients) else
                    degree,
@@ -140,8 +162,26 @@ def measure(clients, elements, repeats, forms, neighbors):
       'protocol_bits_received': sum(s.received for s in steps.values()),
       'plain_bits': 32 * elements,
       'crypto_floor_seconds': floor_seconds,
-      'floor_ratio': (plain_seconds + floor_seconds) / plain_seconds,
+      'floor_ratio': (plain_seconds + floor_seconds / engine.workers) /
+                     plain_seconds,
   }
+
+
+def engines_for(dask_workers, directory):
+  """The in-process engine, and with `dask_workers` a local Dask cluster
+  (yields them; stops the cluster after)."""
+  yield Engine('in-process')
+  if not dask_workers:
+    return
+  cluster = beam_runner.engines.start_local_cluster(dask_workers,
+                                                    lifetime='2 hours')
+  try:
+    yield Engine('dask', dask_workers,
+                 {'runner': 'DaskRunner',
+                  'dask_client_address': cluster.scheduler_address},
+                 directory)
+  finally:
+    cluster.close()
 
 
 def main(argv=None):
@@ -153,6 +193,9 @@ def main(argv=None):
   parser.add_argument('--largest-complete', type=int, default=100,
                       help='the complete graph runs up to this many clients')
   parser.add_argument('--repeats', type=int, default=3)
+  parser.add_argument('--dask-workers', type=int, default=0,
+                      help='also measure on a local Dask cluster of this '
+                      'many workers')
   parser.add_argument('--json', help='write the rows here')
   args = parser.parse_args(argv)
   counts = [int(c) for c in args.clients.split(',')]
@@ -162,42 +205,51 @@ def main(argv=None):
            for secure in (False, True)}
   rows = []
   print(f'one round (a run\'s second), {args.elements} int32 values per '
-        f'client, median of {args.repeats} interleaved pairs (in-process '
-        'Beam runner)')
-  print(f'{"clients":>8} {"graph":>6} {"t":>4} {"plain s":>9} '
-        f'{"secure s":>9} {"ratio":>7} {"s/client":>9} {"masked U bits":>14} '
-        f'{"protocol sent":>14} {"protocol recv":>14} {"crypto s":>9} '
-        f'{"floor":>6}')
-  for clients in counts:
-    for neighbors in graphs:
-      degree = secagg.graph.resolve(neighbors, clients)
-      complete = secagg.graph.is_complete(degree, clients)
-      if complete and neighbors is not None:
-        continue  # The same round as the complete graph's row.
-      if complete and clients > args.largest_complete:
-        continue
-      row = measure(clients, args.elements, args.repeats, forms, neighbors)
-      rows.append(row)
-      print(f'{clients:>8} {str(row["neighbors"]):>6} {row["threshold"]:>4} '
-            f'{row["plain_seconds"]:>9.2f} '
-            f'{row["secure_seconds"]:>9.2f} {row["ratio"]:>6.1f}x '
-            f'{row["secure_seconds_per_client"]:>9.4f} '
-            f'{row["masked_input_bits"]:>14,} '
-            f'{row["protocol_bits_sent"]:>14,} '
-            f'{row["protocol_bits_received"]:>14,} '
-            f'{row["crypto_floor_seconds"]:>9.2f} '
-            f'{row["floor_ratio"]:>5.1f}x', flush=True)
+        f'client, median of {args.repeats} interleaved pairs')
+  print(f'{"engine":>10} {"clients":>8} {"graph":>6} {"t":>4} '
+        f'{"plain s":>9} {"secure s":>9} {"ratio":>7} {"s/client":>9} '
+        f'{"masked U bits":>14} {"protocol sent":>14} {"protocol recv":>14} '
+        f'{"crypto s":>9} {"floor":>6}')
+  with tempfile.TemporaryDirectory(prefix='secure-sum-data-') as directory:
+    for engine in engines_for(args.dask_workers, directory):
+      for clients in counts:
+        for neighbors in graphs:
+          degree = secagg.graph.resolve(neighbors, clients)
+          complete = secagg.graph.is_complete(degree, clients)
+          if complete and neighbors is not None:
+            continue  # The same round as the complete graph's row.
+          if complete and clients > args.largest_complete:
+            continue
+          row = measure(clients, args.elements, args.repeats, forms,
+                        neighbors, engine)
+          rows.append(row)
+          print(_line(row), flush=True)
   for row in rows:
     if row['clients'] == TARGET_CLIENTS:
       verdict = 'met' if row['ratio'] <= TARGET_RATIO else 'MISSED'
       print(f'target: secure <= {TARGET_RATIO}x plain at {TARGET_CLIENTS} '
-            f'clients, graph {row["neighbors"]}: {row["ratio"]:.1f}x, '
-            f'{verdict} (the cryptography alone: '
+            f'clients, {_engine(row)}, graph {row["neighbors"]}: '
+            f'{row["ratio"]:.1f}x, {verdict} (the cryptography alone: '
             f'{row["floor_ratio"]:.1f}x)')
   if args.json:
     with open(args.json, 'w') as f:
       json.dump({'rows': rows, 'target_ratio': TARGET_RATIO,
                  'target_clients': TARGET_CLIENTS}, f, indent=1)
+
+
+def _engine(row):
+  return row['engine'] + (f' ({row["workers"]} workers)'
+                          if row['workers'] > 1 else '')
+
+
+def _line(row):
+  return (f'{row["engine"]:>10} {row["clients"]:>8} '
+          f'{str(row["neighbors"]):>6} {row["threshold"]:>4} '
+          f'{row["plain_seconds"]:>9.2f} {row["secure_seconds"]:>9.2f} '
+          f'{row["ratio"]:>6.1f}x {row["secure_seconds_per_client"]:>9.4f} '
+          f'{row["masked_input_bits"]:>14,} {row["protocol_bits_sent"]:>14,} '
+          f'{row["protocol_bits_received"]:>14,} '
+          f'{row["crypto_floor_seconds"]:>9.2f} {row["floor_ratio"]:>5.1f}x')
 
 
 if __name__ == '__main__':
