@@ -15,8 +15,8 @@ from canonical.learning.keras_model import from_keras_model
 from canonical.learning.model import BatchOutput
 from canonical.learning.model import FunctionalModel
 from canonical.learning.model import ModelWeights
-from canonical.learning.model import skip_empty_batches
 from canonical.learning.model import split_batch
+from canonical.learning.model import without_empty_batches
 from canonical.learning.optimizers import Optimizer
 from canonical.learning.optimizers import adagrad
 from canonical.learning.optimizers import adam
@@ -29,7 +29,7 @@ __all__ = [
     'Optimizer', 'adagrad', 'adam', 'client_update', 'evaluate',
     'from_keras_model',
     'keras_optimizers', 'losses', 'models', 'optimizers', 'rmsprop',
-    'server_update', 'sgd', 'skip_empty_batches', 'split_batch',
+    'server_update', 'sgd', 'split_batch', 'without_empty_batches',
 ]
 
 

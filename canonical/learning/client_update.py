@@ -12,7 +12,7 @@ from typing import NamedTuple
 import tensorflow as tf
 
 from canonical.learning.model import ModelWeights
-from canonical.learning.model import skip_empty_batches
+from canonical.learning.model import without_empty_batches
 
 
 class ClientOutput(NamedTuple):
@@ -54,10 +54,10 @@ def client_update(functional_model, client_optimizer, weights, dataset,
     sums = {name: sums[name] + output.metrics[name] for name in sums}
     return tuple(trainable), output.non_trainable, optimizer_state, sums
 
+  dataset = without_empty_batches(dataset)
   if epochs > 1:
     dataset = dataset.repeat(epochs)
-  trained, _, _, sums = dataset.reduce(initial_state,
-                                       skip_empty_batches(train_on_batch))
+  trained, _, _, sums = dataset.reduce(initial_state, train_on_batch)
   delta = tuple(new - old for new, old in zip(trained, weights.trainable))
   num_examples = sums['num_examples'] / float(epochs)
   return _drop_if_not_finite(ClientOutput(delta, num_examples, sums))

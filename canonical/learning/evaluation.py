@@ -1,7 +1,7 @@
 """Evaluation of weights on a dataset, as metric sums that add across clients."""
 
 from canonical.learning.model import ModelWeights
-from canonical.learning.model import skip_empty_batches
+from canonical.learning.model import without_empty_batches
 
 
 def evaluate(functional_model, weights, dataset):
@@ -18,5 +18,5 @@ def evaluate(functional_model, weights, dataset):
         weights, batch, training=False).metrics
     return {name: sums[name] + metrics[name] for name in sums}
 
-  return dataset.reduce(functional_model.zero_metrics(),
-                        skip_empty_batches(add_batch))
+  return without_empty_batches(dataset).reduce(
+      functional_model.zero_metrics(), add_batch)

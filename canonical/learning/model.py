@@ -47,18 +47,18 @@ def split_batch(batch):
       f'{tf.nest.map_structure(lambda t: getattr(t, "dtype", t), batch)!r}.')
 
 
-def skip_empty_batches(step):
-  """`step(state, batch)` for `dataset.reduce`, run only on a batch with
-  examples: a zero-size batch leaves the state as it is. (A training step on
-  one would still move weights under momentum; and on CPUs where oneDNN runs
-  them, e.g. with AVX-512/AMX, its max-pool gradient aborts the process on a
-  zero-size batch and its convolution refuses one.)"""
+def without_empty_batches(dataset):
+  """`dataset` without its zero-size batches, so that training and
+  evaluation never run on one. (A training step on one would still move
+  weights under momentum; and on CPUs where oneDNN runs them, e.g. with
+  AVX-512/AMX, its max-pool gradient aborts the process on a zero-size batch
+  and its convolution refuses one.)"""
 
-  def step_unless_empty(state, batch):
-    examples = tf.shape(split_batch(batch)[0])[0]
-    return tf.cond(examples > 0, lambda: step(state, batch), lambda: state)
+  def has_examples(*parts):  # tf.data passes a tuple's parts one by one.
+    x, _ = split_batch(parts[0] if len(parts) == 1 else parts)
+    return tf.shape(x)[0] > 0
 
-  return step_unless_empty
+  return dataset.filter(has_examples)
 
 
 def _spec_of(variable):
