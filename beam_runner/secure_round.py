@@ -253,14 +253,14 @@ class Keeper:
     except secure_sums.SecureSumError as e:
       raise round_pipeline.ClientDropped(round_pipeline.SECURE_INPUT,
                                          str(e)) from e
+    advertisement = client_of(the_round, client_id).advertisement
     arrays = tensor_io.flatten(plain) + tensor_io.flatten(value)
     self._clients.append(client_id)
     self._arrays += arrays
     self._bytes += sum(a.nbytes for a in arrays)
     if self._bytes >= KEPT_PART_BYTES:
       self._write(more=True)
-    return secagg.wire.to_bytes(client_of(the_round, client_id).advertisement
-                                ).decode()
+    return secagg.wire.to_bytes(advertisement).decode()
 
   def close(self):
     """Writes what is left (nothing if no client kept its U)."""
