@@ -87,12 +87,17 @@ class Engine:
   def __init__(self, name, workers=1, options=None, directory=None):
     self.name, self.workers = name, workers
     self.options, self.directory = options, directory
+    self._written = {}  # Clients -> their shards' directory.
 
   def client_data(self, data):
+    """`data` as this engine reads it (shards written once per count)."""
     if self.directory is None:
       return data
-    return beam_runner.write_client_data(
-        os.path.join(self.directory, f'clients-{len(data)}'), data).directory
+    if len(data) not in self._written:
+      self._written[len(data)] = beam_runner.write_client_data(
+          os.path.join(self.directory, f'clients-{len(data)}'),
+          data).directory
+    return self._written[len(data)]
 
 
 def round_seconds(form, data, clients, engine, **secure):

@@ -13,7 +13,6 @@ from cryptography.hazmat.primitives.asymmetric import x25519
 from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 
 from canonical.secagg import kdf
-from canonical.secagg import masks
 from canonical.secagg.errors import SecAggError
 
 PRIVATE_KEY_BYTES = 32
