@@ -491,8 +491,8 @@ def build(pipeline, engine, source, data_source, plans, min_clients,
   for i, plan in enumerate(plans):
     name = f'Round{plan.attempt.round}'
     next_plan = plans[i + 1] if i + 1 < len(plans) else None
-    if engine.spreads_at_reshuffle:
-      elements = elements | f'{name}Spread' >> beam.Reshuffle()
+    if engine.spread is not None and (i or not engine.create_spreads):
+      elements = elements | f'{name}Spread' >> engine.spread()
     work = WorkFn(source, data_source, plan.attempt, options, non_finite,
                   plan.secure)
     update = UpdateFn(source, options, plan, next_plan, min_clients)

@@ -146,7 +146,7 @@ def test_a_round_of_one_element_is_one_step():
         ][:elements])
 
   pipeline = beam.Pipeline()
-  engine = types.SimpleNamespace(spreads_at_reshuffle=False)
+  engine = types.SimpleNamespace(spread=None, gather=None)
   round_pipeline.build(pipeline, engine, None, None,
                        [plan(1, 1), plan(2, 2), plan(3, 1)], min_clients=1)
   steps = [part.full_label for part in pipeline.transforms_stack[0].parts

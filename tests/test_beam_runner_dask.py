@@ -10,6 +10,7 @@ is one clear error before any round.
 """
 
 import importlib.metadata
+import json
 import os
 import subprocess
 import sys
@@ -111,6 +112,62 @@ def test_each_client_works_exactly_once_per_round_spread_over_workers(
     assert len(outcome['clients_per_worker']) == 2
     assert sum(outcome['clients_per_worker'].values()) == 6
     assert outcome['engine'].startswith('DaskRunner at tcp://127.0.0.1:')
+
+
+def _tag_worker(element, stage):
+  from dask import distributed  # pylint: disable=g-import-not-at-top
+  return element + [(stage, distributed.get_worker().address)]
+
+
+def _record(element, path):
+  with open(path, 'a') as f:  # One short append: atomic.
+    f.write(json.dumps(element) + '\n')
+
+
+def test_spread_places_each_element_on_its_worker_at_every_spread(
+    dask_address, tmp_path):
+  # Beam's Reshuffle is a no-op on Dask: after a gather, every step would
+  # run on the gathering worker.
+  import apache_beam as beam  # pylint: disable=g-import-not-at-top
+  log = str(tmp_path / 'elements.jsonl')
+  with engines.open_engine(_on(dask_address)) as engine:
+    pipeline = engine.pipeline(6)
+    _ = (pipeline
+         | beam.Create([[i] for i in range(6)])
+         | 'Work' >> beam.Map(_tag_worker, 'work')
+         | engine.gather()
+         | beam.FlatMap(sorted)
+         | 'Spread1' >> engine.spread()
+         | 'First' >> beam.Map(_tag_worker, 'first')
+         | 'Spread2' >> engine.spread()
+         | 'Second' >> beam.Map(_tag_worker, 'second')
+         | beam.Map(_record, log))
+    engine.run(pipeline)
+  elements = sorted(json.loads(line) for line in open(log))
+  assert [e[0] for e in elements] == list(range(6))
+  workers = sorted({w for e in elements for _, w in e[1:]})
+  assert len(workers) == 2
+  for index, *stages in elements:
+    assert dict(stages)['first'] == workers[index % 2]
+    assert dict(stages)['second'] == workers[index % 2]
+
+
+def test_a_gather_of_nothing_combines_to_nothing_on_dask(dask_address,
+                                                        tmp_path):
+  import apache_beam as beam  # pylint: disable=g-import-not-at-top
+  from beam_runner import steps  # pylint: disable=g-import-not-at-top
+  log = tmp_path / 'combined.jsonl'
+  with engines.open_engine(_on(dask_address)) as engine:
+    pipeline = engine.pipeline(2)
+    numbers = pipeline | beam.Create([1, 2])
+    for name, keep in (('Some', lambda x: True), ('None', lambda x: False)):
+      combined = steps.apply(
+          numbers | f'{name}Filter' >> beam.Filter(keep),
+          [steps.Combine('Sum', beam.combiners.CountCombineFn())], engine,
+          name, elements=2)
+      _ = combined | f'{name}Record' >> beam.Map(_record, str(log))
+    engine.run(pipeline)
+  assert log.read_text().splitlines() == ['2']
 
 
 def test_integer_sums_on_dask_are_bit_exact(dask_address):

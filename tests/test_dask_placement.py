@@ -1,0 +1,55 @@
+"""The Dask runner's own primitives, without a cluster: which worker each
+dealt partition is pinned to, and that pinning survives the graph's
+optimization (the runs on a real cluster are in test_beam_runner_dask)."""
+
+import dask
+from dask import bag as dask_bag
+
+from beam_runner import dask_placement
+
+
+def test_worker_slots_interleave_workers_by_their_threads():
+  assert dask_placement.worker_slots({'b': 1, 'a': 2, 'c': 3}) == [
+      'a', 'b', 'c', 'a', 'c', 'c']
+  assert dask_placement.worker_slots({}) == []
+
+
+def test_deal_keeps_every_element_once_in_round_robin_order():
+  bag = dask_bag.from_sequence(range(7), npartitions=3).map(lambda x: x * 10)
+  dealt, pins = dask_placement.deal(bag, ['w0', 'w1'], 3)
+  parts = dask.compute(*dealt.to_delayed(), scheduler='sync')
+  assert [list(p) for p in parts] == [[0, 30, 60], [10, 40], [20, 50]]
+  assert list(pins.values()) == ['w0', 'w1', 'w0']
+
+
+def test_placed_graph_is_fused_and_keeps_the_pins():
+  bag = dask_bag.from_sequence(range(8), npartitions=4).map(str).map(len)
+  dealt, pins = dask_placement.deal(bag, ['w0', 'w1'], 4)
+  last = dealt.map(lambda x: x + 1).map(lambda x: x * 2)
+  (last_placed,) = dask_placement.placed([last], pins)
+  graph = last_placed.__dask_graph__()
+  placed = graph.layers[f'{last.name}-placed']
+  assert set(placed) == set(pins)
+  assert {key: placed.annotations['workers'](key) for key in placed} == {
+      key: [worker] for key, worker in pins.items()}
+  assert placed.annotations['allow_other_workers'] is True
+  # Each partition's two maps after the deal are one task, as are the
+  # three steps before it: fewer tasks than the graph as built.
+  assert len(dict(graph)) < len(dict(last.__dask_graph__()))
+  assert sorted(last_placed.compute(scheduler='sync')) == [4] * 8
+
+
+def test_placed_bags_share_their_common_tasks():
+  calls = []
+  bag = dask_bag.from_sequence(range(4), npartitions=2).map(calls.append)
+  ends = dask_placement.placed([bag.map(str), bag.map(repr)], {})
+  dask.compute(*ends, scheduler='sync')
+  assert sorted(calls) == [0, 1, 2, 3]  # Each element's first step once.
+
+
+def test_gather_is_one_element_listing_all_even_none():
+  bag = dask_bag.from_sequence(range(5), npartitions=2)
+  assert dask_placement.gather(bag).compute(scheduler='sync') == [
+      [0, 1, 2, 3, 4]]
+  empty = bag.filter(lambda x: x > 10)
+  assert dask_placement.gather(empty).compute(scheduler='sync') == [[]]
