@@ -113,31 +113,27 @@ class InOneStep(AnyOutput, beam.DoFn):
         step.fn.setup()
 
   def process(self, element):
-    values = [element]
+    yield from self._run([element])
+
+  def _run(self, values):
     for step in self._steps:
       values = step.run(values)
-    yield from values
+    return values
 
 
-class RunOver(AnyOutput, beam.DoFn):
-  """One step run over a list of all its elements (the engine's gather)."""
+class RunOver(InOneStep):
+  """The steps in order over one element that lists all their elements
+  (an engine's gather made it)."""
 
-  def __init__(self, step):
-    self._step = step
-
-  def setup(self):
-    if hasattr(self._step.fn, 'setup'):
-      self._step.fn.setup()
-
-  def process(self, values):
-    yield from self._step.run(values)
+  def process(self, element):
+    yield from self._run(element)
 
 
 def _gathered(step, pcoll, engine, prefix):
   name = prefix + step.name
   return (pcoll
           | f'{name}Gather' >> engine.gather()
-          | name >> beam.ParDo(RunOver(step)))
+          | name >> beam.ParDo(RunOver([step])))
 
 
 def apply(pcoll, steps, engine, prefix, elements):
