@@ -66,7 +66,8 @@ def _deal(elements, index, count):
 
 def deal(bag, slots, partitions):
   """`bag`'s elements dealt round-robin into `partitions` partitions, and
-  {the i-th partition's key: `slots[i % len(slots)]`}."""
+  {the i-th partition's key: `slots[i % len(slots)]`} (`slots`: worker
+  addresses, see `worker_slots`)."""
   sources = bag.to_delayed(optimize_graph=False)
   elements = sources[0] if len(sources) == 1 else dask.delayed(
       _gather, pure=False)(*sources)
@@ -76,8 +77,10 @@ def deal(bag, slots, partitions):
 
 
 def _pins(parts, slots):
+  """No slots (every worker gone): no pins, Dask places parts when workers
+  come back."""
   return {part.key: slots[index % len(slots)]
-          for index, part in enumerate(parts)}
+          for index, part in enumerate(parts) if slots}
 
 
 def gather(bag):

@@ -20,6 +20,8 @@ def test_deal_keeps_every_element_once_in_round_robin_order():
   parts = dask.compute(*dealt.to_delayed(), scheduler='sync')
   assert [list(p) for p in parts] == [[0, 30, 60], [10, 40], [20, 50]]
   assert list(pins.values()) == ['w0', 'w1', 'w0']
+  _, no_pins = dask_placement.deal(bag, [], 3)  # Every worker gone.
+  assert no_pins == {}
 
 
 def test_placed_graph_is_fused_and_keeps_the_pins():
