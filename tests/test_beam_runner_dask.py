@@ -3,7 +3,8 @@ worker processes on 127.0.0.1 (no dashboard), started for this module and
 stopped after it, is the same code path as a multi-machine cluster.
 
 Each sampled client's work runs exactly once per round and clients spread
-over the workers; federated averaging (plain, with encoders, with client
+over the workers, as do the elements of each `Spread` (each on the same
+worker at every one); federated averaging (plain, with encoders, with client
 state) gives the in-process runner's results up to float summation order;
 an unreachable scheduler or a worker running another version of the project
 is one clear error before any round.
@@ -167,6 +168,8 @@ def test_a_gather_of_nothing_combines_to_nothing_on_dask(dask_address,
           name, elements=2)
       _ = combined | f'{name}Record' >> beam.Map(_record, str(log))
     engine.run(pipeline)
+  # Both branches are ends of the pipeline: each ran (Beam's DaskRunner
+  # computed only its last bag), and the empty one combined to nothing.
   assert log.read_text().splitlines() == ['2']
 
 
