@@ -294,8 +294,18 @@ def test_two_drivers_on_one_run_directory_cannot_both_commit(place,
   form, form_path, clients, out, options = _setup(place, tmp_path)
   beam_runner.run(form_path, clients, 0, 3, out, seed=5,  # Round 0 only:
                   pipeline_options=options, progress=QUIET)  # race for 1+.
+  hold = tmp_path / 'both-in-round-1'
   drivers = [_driver(tmp_path, form_path, clients, out, 4, options,
-                     lock='bypassed') for _ in range(2)]
+                     lock='bypassed', hold=hold) for _ in range(2)]
+  # Both race for round 1: neither starts its clients before both have an
+  # attempt there (a driver that started late would find all rounds done).
+  deadline = time.monotonic() + 120
+  while len(storage.list_names(storage.join(out, 'rounds', '000001'))) < 2:
+    for driver in drivers:
+      assert driver.poll() is None, driver.stdout.read()
+    assert time.monotonic() < deadline, 'the drivers never both reached round 1'
+    time.sleep(0.05)
+  hold.write_text('go')
   outputs = []
   for driver in drivers:
     outputs.append(driver.communicate(timeout=240)[0])

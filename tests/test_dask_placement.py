@@ -3,6 +3,7 @@ dealt partition is pinned to, and that pinning survives the graph's
 optimization (the runs on a real cluster are in test_beam_runner_dask)."""
 
 import dask
+from dask import _task_spec
 from dask import bag as dask_bag
 
 from beam_runner import dask_placement
@@ -38,6 +39,10 @@ def test_placed_graph_is_fused_and_keeps_the_pins():
   # Each partition's two maps after the deal are one task, as are the
   # three steps before it: fewer tasks than the graph as built.
   assert len(dict(graph)) < len(dict(last.__dask_graph__()))
+  # Each chain under the key its dependents name: no alias task left over
+  # from the fusion (each would be one more scheduler hop).
+  assert not [task for task in dict(graph).values()
+              if isinstance(task, _task_spec.Alias)]
   assert sorted(last_placed.compute(scheduler='sync')) == [4] * 8
 
 
