@@ -22,6 +22,7 @@ import collections
 
 import apache_beam as beam
 import dask
+from dask import _task_spec  # Dask's task graph nodes (its Alias).
 from dask import bag as dask_bag
 from dask import highlevelgraph
 
@@ -123,7 +124,6 @@ def _without_aliases(tasks, kept):
   more scheduler hop (~4 ms here) after every chain (a secure round on Dask
   took ~12% longer with them). Only an alias that alone names its target
   goes, and no target in `kept`."""
-  from dask import _task_spec  # pylint: disable=g-import-not-at-top
   named = collections.Counter(
       dependency for task in tasks.values() for dependency in task.dependencies)
   tasks = dict(tasks)
