@@ -39,17 +39,27 @@ class Each:
     return [out for value in values for out in self.fn.process(value)]
 
 
-class Combine:
+class _IntoOne:
+  """A step that brings all elements into one: over the engine's gather
+  (`RunOver`) if it has one, else by Beam's own transforms (`beam_apply`)."""
+
+  def apply(self, pcoll, engine, prefix):
+    name = prefix + self.name
+    if engine.gather is None:
+      return self.beam_apply(pcoll, name)
+    return (pcoll
+            | f'{name}Gather' >> engine.gather()
+            | name >> beam.ParDo(RunOver([self])))
+
+
+class Combine(_IntoOne):
   """All elements into one by the CombineFn `fn` (none from none)."""
 
   def __init__(self, name, fn):
     self.name, self.fn = name, fn
 
-  def apply(self, pcoll, engine, prefix):
-    if engine.gather is not None:
-      return _gathered(self, pcoll, engine, prefix)
-    return pcoll | prefix + self.name >> beam.CombineGlobally(
-        self.fn).without_defaults()
+  def beam_apply(self, pcoll, name):
+    return pcoll | name >> beam.CombineGlobally(self.fn).without_defaults()
 
   def run(self, values):
     if not values:
@@ -60,7 +70,7 @@ class Combine:
     return [self.fn.extract_output(accumulator)]
 
 
-class Collect:
+class Collect(_IntoOne):
   """Lists of paths into one list (none from none): a GroupByKey is cheaper
   to build and run than a CombineGlobally, and nothing needs merging."""
 
@@ -69,10 +79,7 @@ class Collect:
   def __init__(self, name):
     self.name = name
 
-  def apply(self, pcoll, engine, prefix):
-    if engine.gather is not None:
-      return _gathered(self, pcoll, engine, prefix)
-    name = prefix + self.name
+  def beam_apply(self, pcoll, name):
     return (pcoll
             | f'{name}Key' >> beam.Map(lambda paths: (None, paths))
             | name >> beam.GroupByKey()
@@ -127,13 +134,6 @@ class RunOver(InOneStep):
 
   def process(self, element):
     yield from self._run(element)
-
-
-def _gathered(step, pcoll, engine, prefix):
-  name = prefix + step.name
-  return (pcoll
-          | f'{name}Gather' >> engine.gather()
-          | name >> beam.ParDo(RunOver([step])))
 
 
 def apply(pcoll, steps, engine, prefix, elements):

@@ -31,12 +31,16 @@ def _width(bits):
   return next(w for w in (1, 2, 4, 8) if 8 * w >= bits)
 
 
+def _raw_dtype(modulus):
+  return np.dtype(f'<u{_width(bits_per_element(modulus))}')
+
+
 def _raw(key, size, modulus):
   """The keystream as `size` unsigned ints, for a power-of-two `modulus`:
   the mask is these modulo `modulus` (their low bits)."""
-  width = _width(bits_per_element(modulus))
-  return np.frombuffer(_stream(key).update(bytes(size * width)),
-                       np.dtype(f'<u{width}'))
+  dtype = _raw_dtype(modulus)
+  return np.frombuffer(_stream(key).update(bytes(size * dtype.itemsize)),
+                       dtype)
 
 
 def expand(key, size, modulus):
@@ -110,7 +114,7 @@ def add_masks(base, plus, minus, modulus):
   if _is_power_of_two(modulus):
     # In the keystream's own width w: wrapping modulo 2**(8w), a multiple of
     # the modulus, is exact.
-    dtype = np.dtype(f'<u{_width(bits_per_element(modulus))}')
+    dtype = _raw_dtype(modulus)
     total = base.astype(dtype)
     for key in plus:
       total += _raw(key, size, modulus)
