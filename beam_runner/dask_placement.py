@@ -13,16 +13,16 @@ end when all elements go to one key.
 
 A pin is a Dask annotation, and Dask's optimization of a bag's graph (which
 fuses each step's tasks into one; without it a secure round took ~40%
-longer) drops annotations: the runner optimizes the graph itself, keeping
-the pinned tasks apart, and annotates them again. It also folds away the
-alias tasks the fusion leaves behind.
+longer) drops annotations: the runner fuses the graph itself (`_fused`:
+each deal with the steps after it, each gather with the step it feeds) and
+annotates the tasks that hold a pinned deal.
 """
 
 import collections
 
 import apache_beam as beam
 import dask
-from dask import _task_spec  # Dask's task graph nodes (its Alias).
+from dask import _task_spec  # Dask's task graph nodes, culling, fusion.
 from dask import bag as dask_bag
 from dask import highlevelgraph
 
@@ -94,23 +94,23 @@ def gather(bag):
 
 
 def placed(bags, pins):
-  """`bags`, their graph optimized as Dask would (together: tasks they
-  share run once), with each of `pins`' tasks kept apart and annotated to
-  run on its worker (another only if that one is gone)."""
+  """`bags`, their graph optimized together (tasks they share run once),
+  each task that holds one of `pins`' keys annotated to run on its worker
+  (another only if that one is gone)."""
   outputs = [key for bag in bags for key in bag.__dask_keys__()]
-  tasks = _without_aliases(dask_bag.Bag.__dask_optimize__(
-      highlevelgraph.HighLevelGraph.merge(
-          *[bag.__dask_graph__() for bag in bags]),
-      outputs, fuse_keys=list(pins)), set(outputs) | set(pins))
+  tasks, chains = _fused(highlevelgraph.HighLevelGraph.merge(
+      *[bag.__dask_graph__() for bag in bags]), outputs)
+  workers = {key: pins[member] for key, members in chains.items()
+             for member in members if member in pins}
   placed_name, rest_name = (f'{bags[0].name}-{part}'  # Unique names.
                             for part in ('placed', 'rest'))
   layers = {
       placed_name: highlevelgraph.MaterializedLayer(
-          {key: tasks[key] for key in pins if key in tasks},
-          annotations={'workers': lambda key: [pins[key]],
+          {key: tasks[key] for key in workers},
+          annotations={'workers': lambda key: [workers[key]],
                        'allow_other_workers': True}),
       rest_name: highlevelgraph.MaterializedLayer(
-          {key: task for key, task in tasks.items() if key not in pins}),
+          {key: task for key, task in tasks.items() if key not in workers}),
   }
   # Runs as it is (no layer is culled or optimized): no layer dependencies.
   graph = highlevelgraph.HighLevelGraph(layers, {placed_name: set(),
@@ -118,20 +118,47 @@ def placed(bags, pins):
   return [dask_bag.Bag(graph, bag.name, bag.npartitions) for bag in bags]
 
 
-def _without_aliases(tasks, kept):
-  """`tasks` with each fused chain under the key its dependents name: Dask
-  renames a fused chain and leaves an alias task under the old key, one
-  more scheduler hop (~4 ms here) after every chain (a secure round on Dask
-  took ~12% longer with them). Only an alias that alone names its target
-  goes, and no target in `kept`."""
-  named = collections.Counter(
-      dependency for task in tasks.values() for dependency in task.dependencies)
-  tasks = dict(tasks)
-  for key, task in list(tasks.items()):
-    if (isinstance(task, _task_spec.Alias) and task.target in tasks
-        and named[task.target] == 1 and task.target not in kept):
-      tasks[key] = tasks.pop(task.target).substitute({}, key=key)
-  return tasks
+def _fused(graph, outputs):
+  """(the tasks that compute `outputs`, each chain fused into one task
+  under its last key; {that key: the chain's keys}).
+
+  A chain is tasks each of which is the only dependency of the next and has
+  no other dependent: a step's tasks for one partition, or a deal and the
+  steps after it. Dask's bag optimizer does the same, but its result hangs
+  on the order its culling leaves to hashing (a step could stay apart from
+  its chain in one run and not in another: one more task and scheduler hop
+  each) and it renames each chain, leaving an alias task (another hop).
+  """
+  tasks = _task_spec.cull(_task_spec.convert_legacy_graph(graph), outputs)
+  dependents = collections.defaultdict(list)
+  for key, task in tasks.items():
+    for dependency in task.dependencies:
+      dependents[dependency].append(key)
+  kept = set(outputs)
+
+  def continues(key):
+    """Whether `key`'s task runs in its one dependency's task."""
+    task = tasks[key]
+    if len(task.dependencies) != 1 or task.block_fusion:
+      return False
+    (dependency,) = task.dependencies
+    return (dependency in tasks and dependency not in kept
+            and len(dependents[dependency]) == 1
+            and not tasks[dependency].block_fusion)
+
+  fused, chains = {}, {}
+  for key in tasks:
+    if continues(key):
+      continue  # In the chain of the task it depends on.
+    chain = [key]
+    while (len(dependents[chain[-1]]) == 1
+           and continues(dependents[chain[-1]][0])):
+      chain.append(dependents[chain[-1]][0])
+    fused[chain[-1]] = (tasks[key] if len(chain) == 1 else
+                        _task_spec.Task.fuse(*(tasks[k] for k in chain),
+                                             key=chain[-1]))
+    chains[chain[-1]] = chain
+  return dask_bag.core.lazify(fused), chains
 
 
 class _PlacingVisitor(PipelineVisitor):

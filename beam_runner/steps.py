@@ -11,6 +11,8 @@ on Dask, a combine is its elements gathered into one task, then the same
 CombineFn run over them in one step (`RunOver`), instead of Beam's shuffle.
 """
 
+import itertools
+
 import apache_beam as beam
 from apache_beam import typehints
 
@@ -41,15 +43,20 @@ class Each:
 
 class _IntoOne:
   """A step that brings all elements into one: over the engine's gather
-  (`RunOver`) if it has one, else by Beam's own transforms (`beam_apply`)."""
+  (`RunOver`) if it has one, else by Beam's own transforms (`beam_apply`).
+  The `Each` steps right after it (`then`) run in the gather's step: one
+  Beam step, and one task, less each."""
 
-  def apply(self, pcoll, engine, prefix):
+  def apply(self, pcoll, engine, prefix, then=()):
     name = prefix + self.name
     if engine.gather is None:
-      return self.beam_apply(pcoll, name)
+      pcoll = self.beam_apply(pcoll, name)
+      for step in then:
+        pcoll = step.apply(pcoll, engine, prefix)
+      return pcoll
     return (pcoll
             | f'{name}Gather' >> engine.gather()
-            | name >> beam.ParDo(RunOver([self])))
+            | name >> beam.ParDo(RunOver([self, *then])))
 
 
 class Combine(_IntoOne):
@@ -141,6 +148,13 @@ def apply(pcoll, steps, engine, prefix, elements):
   step (`prefix` + 'InOneStep') when `pcoll` is one element."""
   if elements == 1:
     return pcoll | prefix + 'InOneStep' >> beam.ParDo(InOneStep(steps))
-  for step in steps:
-    pcoll = step.apply(pcoll, engine, prefix)
+  steps = list(steps)
+  while steps:
+    step = steps.pop(0)
+    if isinstance(step, _IntoOne):
+      then = list(itertools.takewhile(lambda s: isinstance(s, Each), steps))
+      del steps[:len(then)]
+      pcoll = step.apply(pcoll, engine, prefix, then)
+    else:
+      pcoll = step.apply(pcoll, engine, prefix)
   return pcoll
