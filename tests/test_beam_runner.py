@@ -10,7 +10,11 @@ rounds and resuming, bit accounting.
 import json
 import os
 import pickle
+import types
 
+import apache_beam as beam
+from apache_beam.testing.util import assert_that
+from apache_beam.testing.util import equal_to
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -153,6 +157,32 @@ def test_a_round_of_one_element_is_one_step():
            if part.full_label.startswith('Round')]
   assert steps == ['Round1InOneStep', 'Round2Work', 'Round2Aggregate',
                    'Round2Update', 'Round3InOneStep']
+
+
+class _Double(beam.DoFn):
+
+  def process(self, element):
+    yield 2 * element
+
+
+def test_the_steps_after_a_gather_run_in_its_step():
+  # An engine with a gather (Dask's is one task listing all elements): the
+  # combine and the two steps after it are one Beam step; a Spread ends it.
+  engine = types.SimpleNamespace(spread=None,
+                                 gather=beam.combiners.ToList)
+  pipeline = beam.Pipeline()
+  step = beam_runner.steps
+  out = step.apply(
+      pipeline | beam.Create([1, 2, 3]),
+      [step.Combine('Count', beam.combiners.CountCombineFn()),
+       step.Each('Double', _Double()), step.Each('Again', _Double()),
+       step.Spread('Spread'), step.Each('Last', _Double())],
+      engine, 'X', elements=3)
+  assert_that(out, equal_to([24]))
+  labels = [part.full_label for part in pipeline.transforms_stack[0].parts]
+  assert [label for label in labels if label.startswith('X')] == [
+      'XCountGather', 'XCount', 'XLast']
+  pipeline.run()
 
 
 def test_sampling_is_a_pure_function_of_seed_and_round():
