@@ -139,11 +139,11 @@ def _roster_with(keys, roster, client_ids):
   if client_ids is None:
     return by_id, by_id, graph.neighborhoods(keys.config, by_id)
   ids = roster_lib.round_ids(client_ids)
-  if not set(by_id) <= set(ids):
-    raise SecAggError(f'client {me!r}: the roster advertises clients '
-                      f'{sorted(set(by_id) - set(ids))} that are not in the '
-                      'round')
   hoods = graph.neighborhoods(keys.config, ids)
+  strangers = sorted(u for u in by_id if u not in hoods)
+  if strangers:
+    raise SecAggError(f'client {me!r}: the roster advertises clients '
+                      f'{strangers} that are not in the round')
   expected = hoods[me] | {me}
   if set(by_id) != expected:
     raise SecAggError(

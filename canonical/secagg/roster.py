@@ -8,6 +8,7 @@ the same way.
 import collections
 import functools
 
+from canonical.secagg import memo
 from canonical.secagg import messages
 from canonical.secagg.errors import SecAggError
 
@@ -32,30 +33,7 @@ def check_client_ids(client_ids):
   return sorted(client_ids)
 
 
-def _remember_last_two(function):
-  """`function` of one argument, remembering its last two arguments (by
-  identity) and results: every party of a round passes the same object (the
-  server one, the clients another), and hashing its n entries at every call
-  made rounds quadratic. Lists and sets, which may change, are not
-  remembered (dicts passed are the shared, unchanging ones made here)."""
-  memo = [()]  # ((argument, result), ...), the latest first.
-
-  @functools.wraps(function)
-  def remembered(value):
-    if isinstance(value, (list, set)):
-      return function(value)
-    entries = memo[0]
-    for argument, result in entries:
-      if argument is value:
-        return result
-    result = function(value)
-    memo[0] = ((value, result),) + entries[:1]
-    return result
-
-  return remembered
-
-
-@_remember_last_two
+@memo.by_identity()
 def index(advertisements):
   """{client id: KeyAdvertisement}, in id order, after checking the roster
   (shared between callers: do not change it)."""
@@ -83,13 +61,13 @@ def _index(advertisements):
   return {client_id: by_id[client_id] for client_id in ids}
 
 
-@_remember_last_two
+@memo.by_identity()
 def round_ids(client_ids):
   """The round's client ids as one sorted tuple, checked."""
   return tuple(check_client_ids(client_ids))
 
 
-@_remember_last_two
+@memo.by_identity()
 def share_points(client_ids):
   """{client id: its Shamir point x}: 1, 2, ... in id order (never 0)
   (shared between callers: do not change it)."""
