@@ -285,9 +285,12 @@ def batch_key(tasks):
   return client_data.file_name(tasks[0].client_id)
 
 
+def _read_lines(path):
+  return [line for line in storage.read_bytes(path).split(b'\n') if line]
+
+
 def _read_messages(path):
-  data = storage.read_bytes(path)
-  return [secagg.wire.from_bytes(line) for line in data.split(b'\n') if line]
+  return [secagg.wire.from_bytes(line) for line in _read_lines(path)]
 
 
 def _write_messages(path, messages):
@@ -687,8 +690,10 @@ class RelayFn(_ServerStepFn):
     storage.configure(self._storage_options)
     secure = self._plan.secure
     silent = _silent(share_files)
-    shares = [m for path in share_files if not path.endswith(SILENT_SUFFIX)
-              for m in _read_messages(path)]
+    # Each share as its sender wrote it: relayed as it came, not re-encoded.
+    line_of = {secagg.wire.from_bytes(line): line for path in share_files
+               if not path.endswith(SILENT_SUFFIX)
+               for line in _read_lines(path)}
     # A client with no peer to send shares to shared its keys too.
     senders = sorted(a.sender for a in roster(secure)
                      if a.sender not in silent)
@@ -699,10 +704,10 @@ class RelayFn(_ServerStepFn):
       self._fail(self._stats(), f'{len(senders)} clients shared keys, fewer '
                                 f'than the threshold {threshold}')
       return
-    inbox = secagg.relay_shares(shares, senders)
+    inbox = secagg.relay_shares(line_of, senders)
     for key, tasks in self._batches(set(senders)):
-      _write_messages(secure.inbox_path(key), [
-          m for task in tasks for m in inbox[task.client_id]])
+      storage.write_bytes(secure.inbox_path(key), b'\n'.join(
+          line_of[m] for task in tasks for m in inbox[task.client_id]))
       yield key, tasks
 
 
