@@ -690,7 +690,8 @@ class RelayFn(_ServerStepFn):
     storage.configure(self._storage_options)
     secure = self._plan.secure
     silent = _silent(share_files)
-    # Each share as its sender wrote it: relayed as it came, not re-encoded.
+    # Each share as its sender wrote it: relayed as it came, not re-encoded
+    # (an identical copy of a message is relayed once).
     line_of = {secagg.wire.from_bytes(line): line for path in share_files
                if not path.endswith(SILENT_SUFFIX)
                for line in _read_lines(path)}

@@ -39,7 +39,7 @@ from example_processes import (
 # starts fresh workers: ~10 s a round, so those are slow-marked). Workers in
 # their own processes are checked where crossing processes could change a
 # result: integers bit for bit, client state files, and encoders' seeded
-# randomness (the others run in_memory only: ~4 minutes of CI less).
+# randomness (the others run in_memory only: ~4 minutes of test time less).
 
 MODES = ['in_memory', pytest.param('multi_processing', marks=pytest.mark.slow)]
 
