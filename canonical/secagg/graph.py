@@ -19,7 +19,6 @@ import hashlib
 import math
 
 from canonical.secagg import kdf
-from canonical.secagg import memo
 from canonical.secagg.errors import SecAggError
 
 
@@ -121,7 +120,6 @@ def ring_order(round_id, client_ids):
       kdf.encode_label('ring', round_id, u)).digest())
 
 
-@memo.by_identity()
 def neighborhoods(config, client_ids):
   """{client id: frozenset of the clients it masks with and shares among}
   (shared between callers: do not change it)."""

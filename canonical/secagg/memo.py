@@ -1,8 +1,8 @@
 """Results remembered by the identity of their arguments.
 
 Every party of a round passes the same few objects over and over (the
-roster, the round's ids, the config): hashing their n entries at each of a
-client's calls made a round quadratic in its clients.
+roster, the round's ids): hashing their n entries at each of a client's
+calls made a round quadratic in its clients.
 """
 
 import functools
@@ -13,7 +13,8 @@ def by_identity(size=4):
   """Remembers the results of the last `size` distinct calls, keyed by which
   objects were passed (not by their values). Calls passing a list or a set,
   which may change, are not remembered; other arguments must not change once
-  passed (they are the shared ones this package makes)."""
+  passed (they are the shared ones this package makes: for internal use,
+  never on a caller's own objects)."""
 
   def decorator(function):
     recent = []  # [(arguments, result)], the latest used first.
