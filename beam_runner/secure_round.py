@@ -705,7 +705,7 @@ class RelayFn(_ServerStepFn):
       self._fail(self._stats(), f'{len(senders)} clients shared keys, fewer '
                                 f'than the threshold {threshold}')
       return
-    inbox = secagg.relay_shares(line_of, senders)
+    inbox = secagg.relay_shares(line_of.keys(), senders)
     for key, tasks in self._batches(set(senders)):
       storage.write_bytes(secure.inbox_path(key), b'\n'.join(
           line_of[m] for task in tasks for m in inbox[task.client_id]))
