@@ -307,7 +307,8 @@ class RunDir:
     storage.delete_tree(attempt.directory)
 
   def clean(self, client_state_paths=None):
-    """Deletes leftovers: temporary files of writes a killed driver left,
+    """Deletes leftovers: temporary files of writes a killed driver left
+    (an hour old: a younger one may be a live driver's write in flight),
     uncommitted attempts of committed rounds and, given the live client state
     files, superseded client states. Attempts of rounds after the last commit
     are left alone: they are deleted once their round is committed (a
@@ -320,7 +321,9 @@ class RunDir:
     for relative in storage.list_files(self.directory):
       parts = relative.replace('\\', '/').split('/')
       if storage.is_temporary(parts[-1]):
-        stale.append(storage.join(self.directory, *parts))
+        path = storage.join(self.directory, *parts)
+        if storage.is_abandoned_temporary(path):
+          stale.append(path)
         continue
       if parts[0] != ROUNDS_DIR:
         continue

@@ -241,12 +241,26 @@ def write_bytes(path, data, sync=False):
 
 
 def is_temporary(name):
-  """Whether a file name is one of `_write_local`'s temporary files (left
-  behind only if its writer was killed)."""
+  """Whether a file name is one of `_write_local`'s temporary files (a write
+  in flight, or left behind by a killed writer)."""
   return name.startswith('.') and name.endswith(_TEMPORARY_SUFFIX)
 
 
 _TEMPORARY_SUFFIX = '.tmp'
+ABANDONED_AFTER_SECONDS = 3600
+
+
+def is_abandoned_temporary(path, min_age=ABANDONED_AFTER_SECONDS):
+  """Whether `path` is a temporary file no writer will rename any more: not
+  written for `min_age` seconds. A younger one may be another process's write
+  in flight (a second driver's), which deleting would make fail. Only local
+  writes use temporary files; one gone already is not abandoned."""
+  if not is_temporary(basename(path)) or not is_local(path):
+    return False
+  try:
+    return time.time() - os.stat(_local(path)).st_mtime >= min_age
+  except FileNotFoundError:
+    return False
 
 
 def _write_local(path, data, sync, exclusive=False):

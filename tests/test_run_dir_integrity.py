@@ -17,6 +17,7 @@ import beam_runner
 import canonical as cf
 from beam_runner import client_data
 from beam_runner import run_lock
+from canonical import storage
 from example_processes import client_state_process
 from example_processes import weighted_data
 from example_processes import weighted_mean_process
@@ -139,9 +140,16 @@ def test_stray_and_temporary_leftovers_do_not_stop_a_resume(form, data,
   temporary = out / 'rounds' / '000001' / '.state.tensors.ab12.tmp'
   temporary.write_bytes(b'half a state, its writer killed')
   (out / '.metrics.jsonl.cd34.tmp').write_bytes(b'half')
+  an_hour_ago = time.time() - storage.ABANDONED_AFTER_SECONDS
+  for old in (temporary, out / '.metrics.jsonl.cd34.tmp'):
+    os.utime(old, (an_hour_ago, an_hour_ago))
+  # Another driver's write in flight: deleting it would make that write fail.
+  in_flight = out / '.run.json.ef56.tmp'
+  in_flight.write_bytes(b'being written')
   assert _run(form, data, 2, out).rounds == 2
   assert not temporary.exists()
   assert not (out / '.metrics.jsonl.cd34.tmp').exists()
+  assert in_flight.read_bytes() == b'being written'
 
 
 # ---------------------------------------------------------------------------

@@ -4,6 +4,7 @@ server), and a create-only write that exactly one of many racing writers wins.""
 import concurrent.futures
 import os
 import threading
+import time
 
 import pytest
 
@@ -109,6 +110,21 @@ def test_a_failed_local_write_leaves_the_old_file(tmp_path):
     storage.write_bytes(str(path), object())
   assert path.read_bytes() == b'old'
   assert os.listdir(tmp_path) == ['state']
+
+
+def test_only_an_old_temporary_file_is_abandoned(tmp_path):
+  fresh, old = tmp_path / '.state.ab.tmp', tmp_path / '.state.cd.tmp'
+  for path in (fresh, old, tmp_path / 'state.tmp'):
+    path.write_bytes(b'half')
+  long_ago = time.time() - storage.ABANDONED_AFTER_SECONDS - 1
+  os.utime(old, (long_ago, long_ago))
+  os.utime(tmp_path / 'state.tmp', (long_ago, long_ago))
+
+  assert storage.is_abandoned_temporary(str(old))
+  assert not storage.is_abandoned_temporary(str(fresh))  # A write in flight.
+  assert not storage.is_abandoned_temporary(str(tmp_path / 'state.tmp'))
+  assert not storage.is_abandoned_temporary(str(tmp_path / '.gone.tmp'))
+  assert storage.is_abandoned_temporary(str(fresh), min_age=0)
 
 
 def test_paths():
