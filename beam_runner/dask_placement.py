@@ -9,7 +9,8 @@ thread, each pinned to its worker, so element i runs on the same worker at
 every Spread of a pipeline (what a worker cached for it stays useful).
 `Gather` is one task holding the list of all elements: Beam's combines and
 GroupByKeys cross a three-stage Dask shuffle (~25 ms each here) to the same
-end when all elements go to one key.
+end when all elements go to one key. Each may take a DoFn (`then`) to run on
+its output in its own tasks, as one Beam step would (see steps.py).
 
 A pin is a Dask annotation, and Dask's optimization of a bag's graph (which
 fuses each step's tasks into one; without it a secure round took ~40%
@@ -32,19 +33,24 @@ from apache_beam.runners.dask import overrides
 from apache_beam.runners.dask import transform_evaluator
 
 
-class Spread(beam.PTransform):
-  """Its input's elements dealt over the workers (PlacingDaskRunner only)."""
+class _Placing(beam.PTransform):
+
+  def __init__(self, then=None):
+    super().__init__()
+    self.then = then
 
   def expand(self, input_or_inputs):
     return beam.pvalue.PCollection.from_(input_or_inputs)
 
 
-class Gather(beam.PTransform):
-  """One element: the list of its input's elements (PlacingDaskRunner
-  only)."""
+class Spread(_Placing):
+  """Its input's elements dealt over the workers, then the DoFn `then` (if
+  any) over each (PlacingDaskRunner only)."""
 
-  def expand(self, input_or_inputs):
-    return beam.pvalue.PCollection.from_(input_or_inputs)
+
+class Gather(_Placing):
+  """One element, the list of its input's elements, then the DoFn `then`
+  (if any) over it (PlacingDaskRunner only)."""
 
 
 def worker_slots(nthreads):
@@ -59,23 +65,33 @@ def _gather(*partitions):
   return [element for partition in partitions for element in partition]
 
 
-def _gather_as_one(*partitions):
-  return [[transform_evaluator.defenestrate(element)
-           for element in _gather(*partitions)]]
+def _run(then, elements):
+  """The DoFn `then` over `elements`, set up first, as Beam's Dask ParDo
+  does for each partition; None: the elements as they are."""
+  if then is None:
+    return elements
+  then.setup()
+  return [output for element in elements
+          for output in then.process(transform_evaluator.defenestrate(element))]
 
 
-def _deal(elements, index, count):
-  return elements[index::count]
+def _gather_as_one(then, *partitions):
+  return _run(then, [[transform_evaluator.defenestrate(element)
+                      for element in _gather(*partitions)]])
 
 
-def deal(bag, slots, partitions):
-  """`bag`'s elements dealt round-robin into `partitions` partitions, and
-  {the i-th partition's key: `slots[i % len(slots)]`} (`slots`: worker
-  addresses, see `worker_slots`)."""
+def _deal(elements, index, count, then):
+  return _run(then, elements[index::count])
+
+
+def deal(bag, slots, partitions, then=None):
+  """`bag`'s elements dealt round-robin into `partitions` partitions (each
+  then through the DoFn `then`, if any), and {the i-th partition's key:
+  `slots[i % len(slots)]`} (`slots`: worker addresses, see `worker_slots`)."""
   sources = bag.to_delayed(optimize_graph=False)
   elements = sources[0] if len(sources) == 1 else dask.delayed(
       _gather, pure=False)(*sources)
-  parts = [dask.delayed(_deal, pure=False)(elements, index, partitions)
+  parts = [dask.delayed(_deal, pure=False)(elements, index, partitions, then)
            for index in range(partitions)]
   return dask_bag.from_delayed(parts), _pins(parts, slots)
 
@@ -87,10 +103,11 @@ def _pins(parts, slots):
           for index, part in enumerate(parts) if slots}
 
 
-def gather(bag):
-  """A bag of one element: the list of `bag`'s elements."""
+def gather(bag, then=None):
+  """A bag of one element, the list of `bag`'s elements (or what the DoFn
+  `then` makes of it)."""
   return dask_bag.from_delayed([dask.delayed(_gather_as_one, pure=False)(
-      *bag.to_delayed(optimize_graph=False))])
+      then, *bag.to_delayed(optimize_graph=False))])
 
 
 def placed(bags, pins):
@@ -190,10 +207,10 @@ class _PlacingVisitor(PipelineVisitor):
     (source,) = transform_node.inputs
     bag = self.bags[source.producer]
     if isinstance(transform, Gather):
-      self.bags[transform_node] = gather(bag)
+      self.bags[transform_node] = gather(bag, transform.then)
     else:
       self.bags[transform_node], pins = deal(bag, self._slots,
-                                             self._partitions)
+                                             self._partitions, transform.then)
       self.pins.update(pins)
 
 

@@ -14,7 +14,8 @@ An engine says how many clients run at once (`parallelism`, to cut the
 round into that many elements), what spreads elements over its workers
 (`spread`: Beam's Reshuffle; on Dask, whose Reshuffle is a no-op, our own
 `dask_placement.Spread`), what gathers them into one task (`gather`: on
-Dask, instead of Beam's shuffle) and whether several rounds may share one
+Dask, instead of Beam's shuffle; Dask's both run the steps after them in
+their own tasks, `spread_runs_steps`) and whether several rounds may share one
 pipeline (`chains_rounds`): a runner that redistributes elements at a
 Reshuffle spreads every chained round's clients over its workers, so the
 per-pipeline cost is paid once for several rounds. On Dask each round is its
@@ -125,6 +126,7 @@ class Engine:
   spread = beam.Reshuffle  # What spreads elements over workers (or None).
   create_spreads = False  # Create's elements may all start on one worker.
   gather = None  # What gathers all elements into one list (None: Beam's).
+  spread_runs_steps = False  # Whether `spread(then)` runs a DoFn in place.
 
   def __init__(self, options, parallelism):
     self.options = options
@@ -207,6 +209,7 @@ class DaskEngine(Engine):
   spread = dask_placement.Spread
   create_spreads = True  # A partition per element, on any worker.
   gather = dask_placement.Gather
+  spread_runs_steps = True
 
   def __init__(self, options):
     dask_options = options.view_as(dask_runner.DaskOptions)

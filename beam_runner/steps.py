@@ -8,7 +8,11 @@ a plain round's three steps, a secure round's fifteen.
 
 An engine may bring its own primitives (`Engine.spread`, `Engine.gather`):
 on Dask, a combine is its elements gathered into one task, then the same
-CombineFn run over them in one step (`RunOver`), instead of Beam's shuffle.
+CombineFn run over them in that task (`RunOver`), instead of Beam's shuffle.
+The `Each` steps right after a gather or a spread run in its step (in the
+gather's task, or in each of the spread's): one Beam step less each, which
+saves the driver ~10 ms a step to build and translate, ~70 ms a secure round.
+An engine whose spread is Beam's Reshuffle runs them as steps of their own.
 """
 
 import itertools
@@ -41,22 +45,22 @@ class Each:
     return [out for value in values for out in self.fn.process(value)]
 
 
+def _then(pcoll, then, engine, prefix):
+  for step in then:
+    pcoll = step.apply(pcoll, engine, prefix)
+  return pcoll
+
+
 class _IntoOne:
-  """A step that brings all elements into one: over the engine's gather
-  (`RunOver`) if it has one, else by Beam's own transforms (`beam_apply`).
-  The `Each` steps right after it (`then`) run in the gather's step: one
-  Beam step, and one task, less each."""
+  """A step that brings all elements into one: in the engine's gather
+  (`RunOver`) if it has one, with the `Each` steps right after it (`then`),
+  else by Beam's own transforms (`beam_apply`)."""
 
   def apply(self, pcoll, engine, prefix, then=()):
     name = prefix + self.name
     if engine.gather is None:
-      pcoll = self.beam_apply(pcoll, name)
-      for step in then:
-        pcoll = step.apply(pcoll, engine, prefix)
-      return pcoll
-    return (pcoll
-            | f'{name}Gather' >> engine.gather()
-            | name >> beam.ParDo(RunOver([self, *then])))
+      return _then(self.beam_apply(pcoll, name), then, engine, prefix)
+    return pcoll | name >> engine.gather(RunOver([self, *then]))
 
 
 class Combine(_IntoOne):
@@ -106,10 +110,13 @@ class Spread:
   def __init__(self, name):
     self.name = name
 
-  def apply(self, pcoll, engine, prefix):
-    if engine.spread is None:
-      return pcoll
-    return pcoll | prefix + self.name >> engine.spread()
+  def apply(self, pcoll, engine, prefix, then=()):
+    name = prefix + self.name
+    if engine.spread is not None:
+      if then and engine.spread_runs_steps:
+        return pcoll | name >> engine.spread(InOneStep(then))
+      pcoll = pcoll | name >> engine.spread()
+    return _then(pcoll, then, engine, prefix)
 
   def run(self, values):
     return values
@@ -151,7 +158,7 @@ def apply(pcoll, steps, engine, prefix, elements):
   steps = list(steps)
   while steps:
     step = steps.pop(0)
-    if isinstance(step, _IntoOne):
+    if isinstance(step, (_IntoOne, Spread)):
       then = list(itertools.takewhile(lambda s: isinstance(s, Each), steps))
       del steps[:len(then)]
       pcoll = step.apply(pcoll, engine, prefix, then)

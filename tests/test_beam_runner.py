@@ -7,6 +7,7 @@ otherwise. Then: client data from TFRecord shards, spec checks, atomic
 rounds and resuming, bit accounting.
 """
 
+import functools
 import json
 import os
 import pickle
@@ -165,11 +166,34 @@ class _Double(beam.DoFn):
     yield 2 * element
 
 
-def test_the_steps_after_a_gather_run_in_its_step():
+class _Placing(beam.PTransform):
+  """A fake engine's spread or gather that runs the DoFn `then` after it,
+  as Dask's do in their own tasks."""
+
+  def __init__(self, into_one, then=None):
+    super().__init__()
+    self._into_one, self._then = into_one, then
+
+  def expand(self, input_or_inputs):
+    out = input_or_inputs
+    if self._into_one:
+      out = out | beam.combiners.ToList()
+    return out | beam.ParDo(self._then) if self._then else out
+
+
+def _fake_engine(spread_runs_steps):
+  return types.SimpleNamespace(
+      spread=functools.partial(_Placing, False),
+      spread_runs_steps=spread_runs_steps,
+      gather=functools.partial(_Placing, True))
+
+
+@pytest.mark.parametrize('spread_runs_steps', [True, False])
+def test_the_steps_after_a_gather_or_spread_run_in_its_step(
+    spread_runs_steps):
   # An engine with a gather (Dask's is one task listing all elements): the
-  # combine and the two steps after it are one Beam step; a Spread ends it.
-  engine = types.SimpleNamespace(spread=None,
-                                 gather=beam.combiners.ToList)
+  # combine and the two steps after it are one Beam step, and, if its spread
+  # runs steps, so are a spread and the step after it.
   pipeline = beam.Pipeline()
   step = beam_runner.steps
   out = step.apply(
@@ -177,11 +201,12 @@ def test_the_steps_after_a_gather_run_in_its_step():
       [step.Combine('Count', beam.combiners.CountCombineFn()),
        step.Each('Double', _Double()), step.Each('Again', _Double()),
        step.Spread('Spread'), step.Each('Last', _Double())],
-      engine, 'X', elements=3)
+      _fake_engine(spread_runs_steps), 'X', elements=3)
   assert_that(out, equal_to([24]))
   labels = [part.full_label for part in pipeline.transforms_stack[0].parts]
-  assert [label for label in labels if label.startswith('X')] == [
-      'XCountGather', 'XCount', 'XLast']
+  assert [label for label in labels if label.startswith('X')] == (
+      ['XCount', 'XSpread'] if spread_runs_steps else
+      ['XCount', 'XSpread', 'XLast'])
   pipeline.run()
 
 
