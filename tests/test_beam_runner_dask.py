@@ -153,6 +153,62 @@ def test_spread_places_each_element_on_its_worker_at_every_spread(
     assert dict(stages)['second'] == workers[index % 2]
 
 
+class _Tag:
+  """A DoFn tagging its element with where it ran, counting its set-ups."""
+
+  def __init__(self, stage):
+    self._stage = stage
+    self._setups = 0
+
+  def setup(self):
+    self._setups += 1
+
+  def process(self, element):
+    yield _tag_worker(element, self._stage) + [self._setups]
+
+
+class _Split:
+
+  def process(self, lists):
+    yield from sorted(lists)
+
+
+class _Record:
+
+  def __init__(self, path):
+    self._path = path
+
+  def process(self, element):
+    _record(element, self._path)
+    yield element
+
+
+def test_the_steps_after_a_spread_run_in_its_tasks_on_its_workers(
+    dask_address, tmp_path):
+  import apache_beam as beam  # pylint: disable=g-import-not-at-top
+  from beam_runner import steps  # pylint: disable=g-import-not-at-top
+  log = str(tmp_path / 'elements.jsonl')
+  with engines.open_engine(_on(dask_address)) as engine:
+    pipeline = engine.pipeline(6)
+    _ = steps.apply(
+        pipeline | beam.Create([[[i] for i in range(6)]]),
+        [steps.Collect('All'), steps.Each('Split', _Split()),
+         steps.Spread('Spread'), steps.Each('First', _Tag('first')),
+         steps.Each('Record', _Record(log))],
+        engine, 'X', elements=2)
+    labels = [part.full_label for part in pipeline.transforms_stack[0].parts]
+    assert [label for label in labels if label.startswith('X')] == [
+        'XAll', 'XSpread']  # Split runs in All, First and Record in Spread.
+    engine.run(pipeline)
+  elements = sorted(json.loads(line) for line in open(log))
+  assert [e[0] for e in elements] == list(range(6))
+  workers = sorted({e[1][1] for e in elements})
+  assert len(workers) == 2
+  for index, (_, worker), setups in elements:
+    assert worker == workers[index % 2]  # Dealt in order, on pinned workers.
+    assert setups == 1  # Each task set its own copy up once.
+
+
 def test_a_gather_of_nothing_combines_to_nothing_on_dask(dask_address,
                                                         tmp_path):
   import apache_beam as beam  # pylint: disable=g-import-not-at-top
