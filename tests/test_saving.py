@@ -189,6 +189,36 @@ def test_loaded_pieces_check_their_arguments(smoke, tmp_path):
     loaded.prepare(tf.constant(1))
 
 
+@pytest.mark.parametrize('loaded', [False, True])
+def test_a_piece_of_no_tensors_runs_once(loaded, tmp_path):
+  """The accumulate of an all-secure U (no tensors in or out) gives one empty
+  result: called once, not for ~1 ms of TF's per client; a piece of tensors
+  runs every time."""
+
+  @cf.federated_computation(cf.server(tf.TensorSpec([], tf.int32)),
+                            cf.clients(tf.TensorSpec([3], tf.int32)))
+  def next_fn(state, data):
+    return state, cf.federated_secure_sum_bitwidth(data, 8)
+
+  form = cf.compile(cf.IterativeProcess(
+      cf.tf_computation(lambda: tf.constant(0)), next_fn))
+  if loaded:
+    form = _reload(form, tmp_path)
+  runs = []
+  for piece in (form.accumulate, form.prepare):
+    real = piece._call  # pylint: disable=protected-access
+    piece._call = lambda *args, _real=real, _name=piece.name: (  # pylint: disable=protected-access
+        runs.append(_name) or _real(*args))
+  assert [form.accumulate((), ()) for _ in range(3)] == [(), (), ()]
+  for _ in range(3):
+    form.prepare(tf.constant(1))
+  assert runs == ['accumulate'] + ['prepare'] * 3
+  with pytest.raises(TypeError, match="'accumulate'.*do not fit"):
+    form.accumulate((), (tf.constant(1),))  # Still checked.
+  with pytest.raises(TypeError, match="'accumulate' takes 2 arguments"):
+    form.accumulate(())
+
+
 def test_saving_a_piece_that_captures_a_variable_fails_and_keeps_the_old_file(
     smoke, tmp_path):
   path = tmp_path / 'form.pb'

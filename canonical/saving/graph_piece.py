@@ -87,10 +87,7 @@ class GraphPiece(form_lib.Piece):
     self._concrete = _import(graph_def, self.input_specs, list(input_tensors),
                              output_spec, list(output_tensors))
 
-  def __call__(self, *args):
-    if len(args) != len(self.input_specs):
-      raise TypeError(f'Piece {self.name!r} takes {len(self.input_specs)} '
-                      f'arguments {self.input_signature()}, got {len(args)}.')
+  def _call(self, *args):
     try:
       values = nest.flatten_up_to(tuple(self.input_specs), args,
                                   check_types=False)
