@@ -34,6 +34,7 @@ from apache_beam.runners.dask import transform_evaluator
 
 
 class _Placing(beam.PTransform):
+  """A primitive only the PlacingDaskRunner runs (it translates it itself)."""
 
   def __init__(self, then=None):
     super().__init__()

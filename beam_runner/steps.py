@@ -11,7 +11,7 @@ on Dask, a combine is its elements gathered into one task, then the same
 CombineFn run over them in that task (`RunOver`), instead of Beam's shuffle.
 The `Each` steps right after a gather or a spread run in its step (in the
 gather's task, or in each of the spread's): one Beam step less each, which
-saves the driver ~10 ms a step to build and translate, ~70 ms a secure round.
+saves the driver ~10 ms a step to build and translate, ~80 ms a secure round.
 An engine whose spread is Beam's Reshuffle runs them as steps of their own.
 """
 
