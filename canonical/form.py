@@ -26,6 +26,7 @@ new client's first state. Which of the four Y is follows from its type alone
 
 import collections
 import dataclasses
+import functools
 
 import tensorflow as tf
 
@@ -107,9 +108,14 @@ class Piece:
     if self._empty_result is not None and _fits(self.input_specs, args):
       return self._empty_result[0]
     result = self._call(*args)
-    if not tf.nest.flatten((self.input_specs, self.output_spec)):
+    if self._of_no_tensors:
       self._empty_result = (result,)
     return result
+
+  @functools.cached_property
+  def _of_no_tensors(self):
+    """Known once traced; not flattened again at every call."""
+    return not tf.nest.flatten((self.input_specs, self.output_spec))
 
   def _call(self, *args):
     if self._takes_datasets:
