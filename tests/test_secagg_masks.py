@@ -1,5 +1,7 @@
 """Mask expansion and modular arithmetic (canonical/secagg/masks.py, kdf.py)."""
 
+import hashlib
+
 import numpy as np
 import pytest
 from scipy import stats
@@ -75,17 +77,26 @@ def test_labels_never_collide():
   assert kdf.derive_key(b's', 'a', 0) != kdf.derive_key(b's', 'a', 1)
 
 
-def test_keys_are_rfc_5869_hkdf_sha256():
-  # RFC 5869, test case 3 (no salt, no info): the first 32 bytes of its OKM.
-  assert kdf.hkdf_sha256(bytes([0x0b]) * 22, b'').hex() == (
-      '8da4e775a563c18f715f802a063c5a31b8a11f5c5ee1879ec3454e5f3c738d2d')
-  # And the same key as cryptography's HKDF for a label of ours.
-  from cryptography.hazmat.primitives import hashes  # pylint: disable=g-import-not-at-top
-  from cryptography.hazmat.primitives.kdf import hkdf
-  info = kdf.encode_label('pair-seed', '3/a', 'c1', 'c2')
-  assert kdf.derive_key(b'secret', 'pair-seed', '3/a', 'c1', 'c2') == hkdf.HKDF(
-      algorithm=hashes.SHA256(), length=32, salt=None,
-      info=info).derive(b'secret')
+def test_keys_are_keyed_blake2b_of_the_label():
+  # Keyed BLAKE2b as specified (the BLAKE2 reference's first keyed test
+  # vector: key 00..3f, empty input, 64-byte digest) ...
+  assert hashlib.blake2b(b'', key=bytes(range(64))).hexdigest() == (
+      '10ebb67700b1868efb4417987acf4690ae9d972fb7a590c2f02871799aaa4786'
+      'b5e996e8f0f4eb981fc214b005f42d2ff4233499391653df7aefcbc13fc51568')
+  # ... keyed by the secret over our label, 32 bytes: frozen, since workers
+  # of one round must derive the same keys whatever version they run.
+  label = kdf.encode_label('pair-seed', '3/a', 'c1', 'c2')
+  assert label.startswith(b'fedcanon/secagg/v2')
+  key = kdf.derive_key(b'secret', 'pair-seed', '3/a', 'c1', 'c2')
+  assert key == hashlib.blake2b(label, key=b'secret', digest_size=32).digest()
+  assert key.hex() == (
+      '074d3b9670cbffbd31a7391475107105aa8be61fd0825469c82f2fe5ea146d11')
+
+
+def test_secrets_longer_than_a_blake2b_key_are_refused():
+  kdf.derive_key(bytes(64), 'x')
+  with pytest.raises(ValueError, match='65-byte secret'):
+    kdf.derive_key(bytes(65), 'x')
 
 
 @pytest.mark.parametrize('modulus', [2, 7, 2**8, 2**23, 2**23 + 1, 2**24,

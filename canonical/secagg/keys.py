@@ -71,6 +71,8 @@ def self_mask_key(config, seed, client_id, leaf_index):
 
 def _share_cipher(config, private_key, peer_public, peer_id, sender, recipient,
                   memo):
+  """The AEAD of the one message `sender` encrypts to `recipient` this
+  round: its key binds both and the round, so no associated data is needed."""
   # Sender and recipient agree on the same secret: a client that encrypted
   # to a peer reuses it to decrypt that peer's shares (`memo`).
   secret = None if memo is None else memo.get(peer_public)
@@ -78,21 +80,19 @@ def _share_cipher(config, private_key, peer_public, peer_id, sender, recipient,
     secret = _agree(private_key, peer_public, peer_id)
     if memo is not None:
       memo[peer_public] = secret
-  key = kdf.derive_key(secret, 'share-encryption', config.round_id, sender,
-                       recipient)
-  return ChaCha20Poly1305(key), kdf.encode_label('shares', config.round_id,
-                                                 sender, recipient)
+  return ChaCha20Poly1305(kdf.derive_key(secret, 'share-encryption',
+                                         config.round_id, sender, recipient))
 
 
 def encrypt_shares(config, private_key, recipient_public, sender, recipient,
                    plaintext, memo=None):
-  cipher, associated = _share_cipher(config, private_key, recipient_public,
-                                     recipient, sender, recipient, memo)
-  return cipher.encrypt(_NONCE, plaintext, associated)
+  cipher = _share_cipher(config, private_key, recipient_public, recipient,
+                         sender, recipient, memo)
+  return cipher.encrypt(_NONCE, plaintext, None)
 
 
 def decrypt_shares(config, private_key, sender_public, sender, recipient,
                    ciphertext, memo=None):
-  cipher, associated = _share_cipher(config, private_key, sender_public, sender,
-                                     sender, recipient, memo)
-  return cipher.decrypt(_NONCE, ciphertext, associated)
+  cipher = _share_cipher(config, private_key, sender_public, sender, sender,
+                         recipient, memo)
+  return cipher.decrypt(_NONCE, ciphertext, None)

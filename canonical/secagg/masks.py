@@ -8,6 +8,7 @@ per element, since m > 2**(k-1). Moduli go up to 2**64, the largest that uint64
 arithmetic holds.
 """
 
+import functools
 import math
 
 import numpy as np
@@ -31,6 +32,7 @@ def _width(bits):
   return next(w for w in (1, 2, 4, 8) if 8 * w >= bits)
 
 
+@functools.lru_cache(maxsize=64)
 def _raw_dtype(modulus):
   return np.dtype(f'<u{_width(bits_per_element(modulus))}')
 

@@ -2,12 +2,13 @@
 
 In production every secret (key pairs, self-mask seeds, Shamir coefficients)
 comes from the operating system (`os.urandom`). Tests and reproducible local
-runs may inject a seed instead: a ChaCha20 keystream keyed by HKDF(seed, party
-label), so each party's draws are independent of the others' and repeat bit for
-bit. Python's `random` module is never used: it is not a cryptographic
+runs may inject a seed instead: a ChaCha20 keystream keyed by a key derived
+from the seed and the party's label, so each party's draws are independent of
+the others' and repeat bit for bit. Python's `random` module is never used: it is not a cryptographic
 generator.
 """
 
+import hashlib
 import os
 
 from cryptography.hazmat.primitives.ciphers import Cipher
@@ -28,14 +29,17 @@ class SystemRandom:
 
 
 class SeededRandom:
-  """A reproducible source for tests: never use it for real secrets."""
+  """A reproducible source, as secret as its seed: the Beam runner seeds it
+  with a client's 32 random bytes (so its workers redraw the same keys);
+  tests with small ints, which are no secret at all."""
 
   def __init__(self, seed, label=()):
     if isinstance(seed, bool) or not isinstance(seed, (int, bytes, str)):
       raise TypeError(f'seed {seed!r}: expected an int, bytes or str')
     self._seed = seed
     self._label = tuple(label)
-    seed_bytes = kdf.encode_label(seed)
+    # Hashed: a seed of any length keys the derivation.
+    seed_bytes = hashlib.blake2b(kdf.encode_label(seed)).digest()
     key = kdf.derive_key(seed_bytes, 'seeded-random', *self._label)
     cipher = Cipher(algorithms.ChaCha20(key, bytes(16)), mode=None)
     self._stream = cipher.encryptor()
