@@ -33,6 +33,11 @@ def test_quick_secure_sum_benchmark_writes_its_rows(tmp_path):
     assert row['floor_ratio'] == pytest.approx(
         (row['plain_seconds'] + row['crypto_floor_seconds'] / row['workers']) /
         row['plain_seconds'])
+    # The protocol alone in one process: some time, less than on Beam.
+    assert 0 < row['protocol_seconds'] < row['secure_seconds']
+    assert row['protocol_ratio'] == pytest.approx(
+        (row['plain_seconds'] + row['protocol_seconds'] / row['workers']) /
+        row['plain_seconds'])
     # 16-bit inputs of 6 clients: each value masked at 16 + 3 bits.
     assert row['masked_input_bits'] == 8 * 19
     assert row['plain_bits'] == 8 * 32
