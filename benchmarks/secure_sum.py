@@ -47,7 +47,7 @@ Reported per row:
 Usage (from the repository root):
   python -m benchmarks.secure_sum [--clients 10,100,1000] [--elements 1000]
       [--neighbors all,auto] [--largest-complete 100] [--repeats 3]
-      [--dask-workers 0] [--json PATH]
+      [--dask-workers 0 [--only-dask]] [--json PATH]
 """
 
 import argparse
@@ -193,10 +193,11 @@ def measure(clients, elements, repeats, forms, neighbors, engine):
   }
 
 
-def engines_for(dask_workers, directory):
-  """The in-process engine, and with `dask_workers` a local Dask cluster
-  (yields them; stops the cluster after)."""
-  yield Engine('in-process')
+def engines_for(dask_workers, directory, only_dask=False):
+  """The in-process engine (unless `only_dask`), and with `dask_workers` a
+  local Dask cluster (yields them; stops the cluster after)."""
+  if not only_dask:
+    yield Engine('in-process')
   if not dask_workers:
     return
   cluster = beam_runner.engines.start_local_cluster(dask_workers,
@@ -222,8 +223,12 @@ def main(argv=None):
   parser.add_argument('--dask-workers', type=int, default=0,
                       help='also measure on a local Dask cluster of this '
                       'many workers')
+  parser.add_argument('--only-dask', action='store_true',
+                      help='skip the in-process rows (with --dask-workers)')
   parser.add_argument('--json', help='write the rows here')
   args = parser.parse_args(argv)
+  if args.only_dask and not args.dask_workers:
+    parser.error('--only-dask needs --dask-workers')
   counts = [int(c) for c in args.clients.split(',')]
   graphs = [None if g == 'all' else g if g == 'auto' else int(g)
             for g in args.neighbors.split(',')]
@@ -237,7 +242,7 @@ def main(argv=None):
         f'{"masked U bits":>14} {"protocol sent":>14} {"protocol recv":>14} '
         f'{"crypto s":>9} {"floor":>6} {"protocol s":>11} {"alone":>6}')
   with tempfile.TemporaryDirectory(prefix='secure-sum-data-') as directory:
-    for engine in engines_for(args.dask_workers, directory):
+    for engine in engines_for(args.dask_workers, directory, args.only_dask):
       for clients in counts:
         for neighbors in graphs:
           degree = secagg.graph.resolve(neighbors, clients)

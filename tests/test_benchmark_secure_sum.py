@@ -44,3 +44,10 @@ def test_quick_secure_sum_benchmark_writes_its_rows(tmp_path):
   # With k = 2 a client shares with 2 neighbours instead of 5 peers.
   assert rows[1]['protocol_bits_sent'] < rows[0]['protocol_bits_sent']
   assert 'target: secure <= 2.0x plain' not in run.stdout  # Not 100 clients.
+
+
+def test_only_dask_needs_dask_workers(capsys):
+  from benchmarks import secure_sum  # pylint: disable=g-import-not-at-top
+  with pytest.raises(SystemExit):
+    secure_sum.main(['--only-dask', '--clients', '2'])
+  assert '--only-dask needs --dask-workers' in capsys.readouterr().err
