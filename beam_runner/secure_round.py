@@ -321,7 +321,9 @@ class _Cache:
 
 
 _FILES = _Cache(16)  # The round's parameters, roster, contributors.
-_CLIENTS = _Cache(1 << 14)  # Clients' keys: each worker's share of a round.
+# Clients' keys, each worker's share of a round, by round: a round's
+# clients go with the round (two kept, for rounds chained in one pipeline).
+_CLIENTS_BY_ROUND = _Cache(2)
 
 
 class Round:
@@ -396,8 +398,9 @@ def _secret(secure_round, client_id):
 def client_of(the_round, client_id):
   """The client's draws in this round: made once per process (its keys
   are the costly part), the same on every worker."""
-  return _CLIENTS.get((the_round.paths.round_path, client_id),
-                     lambda _: Client(the_round, client_id))
+  clients = _CLIENTS_BY_ROUND.get(the_round.paths.round_path,
+                                  lambda _: _Cache(1 << 14))
+  return clients.get(client_id, lambda _: Client(the_round, client_id))
 
 
 class Client:

@@ -20,6 +20,8 @@ import itertools
 import apache_beam as beam
 from apache_beam import typehints
 
+from beam_runner import heap
+
 
 class AnyOutput:
   """Mixin for DoFns and CombineFns: no output type inference."""
@@ -137,8 +139,9 @@ class InOneStep(AnyOutput, beam.DoFn):
     yield from self._run([element])
 
   def _run(self, values):
-    for step in self._steps:
-      values = step.run(values)
+    with heap.older_objects_frozen():
+      for step in self._steps:
+        values = step.run(values)
     return values
 
 
