@@ -264,6 +264,16 @@ def test_the_server_sees_shares_only_encrypted_for_their_recipient():
   # the key that encrypts its shares.
   with pytest.raises(InvalidTag):
     open_with(run.keys[1].mask_key)
+  # Its key binds the direction and the round: the pair's one agreement
+  # opens it as 0 -> 1 of this round only.
+  with pytest.raises(InvalidTag):
+    keys_lib.decrypt_shares(run.config, run.keys[0].cipher_key,
+                            run.roster[1].cipher_public_key, 1, 0,
+                            message.ciphertext)
+  with pytest.raises(InvalidTag):
+    keys_lib.decrypt_shares(
+        dataclasses.replace(run.config, round_id='another round'),
+        run.keys[1].cipher_key, sender_public, 0, 1, message.ciphertext)
   flipped = bytes([message.ciphertext[0] ^ 1]) + message.ciphertext[1:]
   tampered = dataclasses.replace(message, ciphertext=flipped)
   inbox = [tampered if m is message else m for m in run.inbox[1]]

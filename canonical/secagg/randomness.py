@@ -1,11 +1,11 @@
 """Where the protocol's secret randomness comes from.
 
 In production every secret (key pairs, self-mask seeds, Shamir coefficients)
-comes from the operating system (`os.urandom`). Tests and reproducible local
-runs may inject a seed instead: a ChaCha20 keystream keyed by a key derived
-from the seed and the party's label, so each party's draws are independent of
-the others' and repeat bit for bit. Python's `random` module is never used: it is not a cryptographic
-generator.
+comes from the operating system (`os.urandom`), directly or through a seed
+drawn from it. Tests and reproducible local runs may inject a seed instead: a
+ChaCha20 keystream keyed by a key derived from the seed and the party's label,
+so each party's draws are independent of the others' and repeat bit for bit.
+Python's `random` module is never used: it is not a cryptographic generator.
 """
 
 import hashlib
