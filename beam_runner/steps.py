@@ -20,8 +20,6 @@ import itertools
 import apache_beam as beam
 from apache_beam import typehints
 
-from beam_runner import heap
-
 
 class AnyOutput:
   """Mixin for DoFns and CombineFns: no output type inference."""
@@ -139,9 +137,8 @@ class InOneStep(AnyOutput, beam.DoFn):
     yield from self._run([element])
 
   def _run(self, values):
-    with heap.older_objects_frozen():
-      for step in self._steps:
-        values = step.run(values)
+    for step in self._steps:
+      values = step.run(values)
     return values
 
 

@@ -7,6 +7,7 @@ fail drop out of the protocol, and a round below the threshold fails whole.
 
 import json
 import os
+import types
 
 import numpy as np
 import pytest
@@ -438,3 +439,25 @@ def test_secure_rounds_run_in_the_sandbox(tmp_path):
   total = np.sum([data[c] for c in sampled], axis=0)
   assert result.outcomes[0]['metrics']['max_input'] == total.tolist()
   assert result.outcomes[0]['metrics']['modular'] == (total % 7).tolist()
+
+
+def test_a_worker_keeps_the_clients_of_its_last_two_rounds(monkeypatch):
+  """A client's draws are made once per round and process, and go with
+  the round: two rounds are kept (chained in one pipeline), not more."""
+
+  class Drawn:
+
+    def __init__(self, the_round, client_id):
+      self.round, self.id = the_round, client_id
+
+  monkeypatch.setattr(secure_round, 'Client', Drawn)
+  monkeypatch.setattr(secure_round, '_CLIENTS_BY_ROUND', secure_round._Cache(2))  # pylint: disable=protected-access
+  rounds = [types.SimpleNamespace(paths=types.SimpleNamespace(
+      round_path=f'run/attempts/{i}')) for i in range(3)]
+  first = secure_round.client_of(rounds[0], 'c1')
+  assert secure_round.client_of(rounds[0], 'c1') is first
+  second = secure_round.client_of(rounds[1], 'c1')
+  assert second is not first and second.round is rounds[1]
+  assert secure_round.client_of(rounds[0], 'c1') is first
+  secure_round.client_of(rounds[2], 'c1')  # A third round: the others go.
+  assert secure_round.client_of(rounds[0], 'c1') is not first
