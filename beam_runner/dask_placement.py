@@ -6,7 +6,9 @@ pipeline's elements stay in one Dask partition, so every later step ran on
 one worker (a secure round's client steps, its cryptography, all did).
 `Spread` deals its elements, in order, over one partition per worker
 thread, each pinned to its worker, so element i runs on the same worker at
-every Spread of a pipeline (what a worker cached for it stays useful).
+every Spread of a pipeline (what a worker cached for it stays useful); a
+`Create`'s partitions are pinned the same way, so with one element per
+partition (the runner's default) element i starts on that worker too.
 `Gather` is one task holding the list of all elements: Beam's combines and
 GroupByKeys cross a three-stage Dask shuffle (~25 ms each here) to the same
 end when all elements go to one key. Each may take a DoFn (`then`) to run on
@@ -204,6 +206,10 @@ class _PlacingVisitor(PipelineVisitor):
     transform = transform_node.transform
     if not isinstance(transform, (Spread, Gather)):
       self._translation.visit_transform(transform_node)
+      if isinstance(transform, overrides._Create):  # pylint: disable=protected-access
+        self.pins.update(_pins(
+            self.bags[transform_node].to_delayed(optimize_graph=False),
+            self._slots))
       return
     (source,) = transform_node.inputs
     bag = self.bags[source.producer]

@@ -317,6 +317,12 @@ def connect(address, scheduler_file=None, timeout=None):
         f'({type(e).__name__}: {_first_line(e)}). Start it (dask scheduler; '
         'dask worker ADDRESS on each node) or fix --dask_client_address.'
     ) from None
+  except Exception as e:  # pylint: disable=broad-except
+    # Something answered, but not as a scheduler does (a worker's address).
+    raise EngineError(
+        f'{where} did not answer as a Dask scheduler ({type(e).__name__}: '
+        f'{_first_line(e)}); is it a worker\'s address? Give the '
+        'scheduler\'s in --dask_client_address.') from None
 
 
 def check_nodes(client):

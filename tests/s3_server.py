@@ -5,6 +5,7 @@ its time even if the test process dies) and stopped by whoever started it.
 Beam reaches it through its own S3 options (`flags()` / `options()`).
 """
 
+import contextlib
 import os
 import shutil
 import socket
@@ -25,6 +26,16 @@ def free_port():
   with socket.socket() as s:
     s.bind(('127.0.0.1', 0))
     return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def refusing_port():
+  """A port on 127.0.0.1 that refuses connections for the block's length:
+  bound but not listening, so no server another test starts meanwhile can
+  take it (a port merely found free once was, once, a Dask worker's)."""
+  with socket.socket() as s:
+    s.bind(('127.0.0.1', 0))
+    yield s.getsockname()[1]
 
 
 class S3Server:

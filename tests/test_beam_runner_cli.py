@@ -164,16 +164,17 @@ def test_dask_and_s3_flags_are_known():
 
 def test_an_unreachable_dask_scheduler_is_one_line_and_status_2(tmp_path,
                                                                 capsys):
-  from s3_server import free_port  # pylint: disable=g-import-not-at-top
+  from s3_server import refusing_port  # pylint: disable=g-import-not-at-top
   form_path = cf.save(_sum_form(), str(tmp_path / 'form.pb'))
   beam_runner.write_client_data(tmp_path / 'shards',
                                 {'a': np.zeros([3], np.int32)})
-  status, err = _main(
-      capsys, 'run', '--form', form_path, '--clients',
-      str(tmp_path / 'shards'), '--rounds', '1', '--clients-per-round', '1',
-      '--output', str(tmp_path / 'out'), '--runner', 'DaskRunner',
-      '--dask_client_address', f'tcp://127.0.0.1:{free_port()}',
-      '--dask_connection_timeout', '2')
+  with refusing_port() as port:
+    status, err = _main(
+        capsys, 'run', '--form', form_path, '--clients',
+        str(tmp_path / 'shards'), '--rounds', '1', '--clients-per-round', '1',
+        '--output', str(tmp_path / 'out'), '--runner', 'DaskRunner',
+        '--dask_client_address', f'tcp://127.0.0.1:{port}',
+        '--dask_connection_timeout', '2')
   assert status == 2
   lines = [line for line in err.splitlines() if line.startswith('error:')]
   assert len(lines) == 1 and 'Cannot reach the Dask scheduler' in lines[0]

@@ -32,7 +32,7 @@ from canonical.learning import models
 from example_processes import client_state_process
 from example_processes import random_floats
 from example_processes import sum_process
-from s3_server import free_port
+from s3_server import refusing_port
 from test_secure_sums import _mixed_process
 
 pytestmark = pytest.mark.slow
@@ -149,6 +149,7 @@ def test_spread_places_each_element_on_its_worker_at_every_spread(
   workers = sorted({w for e in elements for _, w in e[1:]})
   assert len(workers) == 2
   for index, *stages in elements:
+    assert dict(stages)['work'] == workers[index % 2]  # Create's too.
     assert dict(stages)['first'] == workers[index % 2]
     assert dict(stages)['second'] == workers[index % 2]
 
@@ -252,6 +253,36 @@ def test_secure_sums_on_dask_are_bit_exact(dask_address):
     assert len(outcome['clients_per_worker']) == 2
 
 
+def _drawn_clients():
+  """{round file: the client ids this worker drew keys for in that round}."""
+  from beam_runner import secure_round  # pylint: disable=g-import-not-at-top
+  by_round = secure_round._CLIENTS_BY_ROUND._values  # pylint: disable=protected-access
+  return {path: sorted(clients._values) for path, clients in by_round.items()}  # pylint: disable=protected-access
+
+
+def test_a_secure_round_draws_each_client_on_one_worker(dask_address,
+                                                         tmp_path):
+  # A batch's work, key sharing, masking and unmasking all run on the worker
+  # its Create partition is pinned to: its clients' keys are drawn there only.
+  from dask import distributed  # pylint: disable=g-import-not-at-top
+  rng = np.random.default_rng(2)
+  data = {f'c{i}': rng.integers(0, 16, [3]).astype(np.int32)
+          for i in range(8)}
+  beam_runner.write_client_data(tmp_path / 'shards', data)
+  out = tmp_path / 'run'
+  result = beam_runner.run(cf.compile(_mixed_process()),
+                           str(tmp_path / 'shards'), 1, 8, out,
+                           pipeline_options=_on(dask_address),
+                           clients_per_element=2, progress=lambda _: None)
+  assert result.outcomes[0]['clients_ok'] == 8
+  with distributed.Client(dask_address) as client:
+    drawn = [ids for by_round in client.run(_drawn_clients).values()
+             for path, ids in by_round.items() if path.startswith(str(out))]
+  assert len(drawn) == 2 and all(drawn)  # Both workers, this round.
+  assert sorted(drawn[0] + drawn[1]) == sorted(
+      beam_runner.RunDir(out).clients(1))  # Each client on one worker.
+
+
 def test_client_state_comes_back_with_the_client_on_dask(dask_address):
   data = {k: v * 3 for k, v in random_floats(8, 5).items()}
   result = testing.assert_rounds_match(
@@ -347,13 +378,29 @@ def test_an_unreachable_scheduler_is_one_error_before_any_round(tmp_path):
   shards = beam_runner.write_client_data(
       tmp_path / 'shards', {'a': np.zeros([3], np.int32)})
   start = time.monotonic()
-  with pytest.raises(beam_runner.EngineError,
-                     match=r'Cannot reach the Dask scheduler at '
-                     r'tcp://127\.0\.0\.1:\d+ within 2 s'):
+  with refusing_port() as port, pytest.raises(
+      beam_runner.EngineError, match=r'Cannot reach the Dask scheduler at '
+      r'tcp://127\.0\.0\.1:\d+ within 2 s'):
     beam_runner.run(form, shards.directory, 1, 1, tmp_path / 'run',
-                    pipeline_options=_on(f'tcp://127.0.0.1:{free_port()}',
+                    pipeline_options=_on(f'tcp://127.0.0.1:{port}',
                                          dask_connection_timeout=2))
   assert time.monotonic() - start < 30
+  assert not (tmp_path / 'run').exists()
+
+
+def test_a_workers_address_given_as_the_scheduler_is_one_clear_error(
+    dask_address, tmp_path):
+  from dask import distributed  # pylint: disable=g-import-not-at-top
+  with distributed.Client(dask_address) as client:
+    worker = sorted(client.nthreads())[0]
+  form = cf.compile(sum_process())
+  shards = beam_runner.write_client_data(
+      tmp_path / 'shards', {'a': np.zeros([3], np.int32)})
+  with pytest.raises(beam_runner.EngineError,
+                     match=f'{worker} did not answer as a Dask scheduler .*'
+                     'worker\'s address'):
+    beam_runner.run(form, shards.directory, 1, 1, tmp_path / 'run',
+                    pipeline_options=_on(worker, dask_connection_timeout=5))
   assert not (tmp_path / 'run').exists()
 
 

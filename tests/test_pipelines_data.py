@@ -4,7 +4,6 @@ import concurrent.futures
 import gzip
 import json
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -18,6 +17,7 @@ from canonical import storage as storage_lib
 from pipelines import datasets
 from pipelines import partition
 from pipelines import prepare_data
+from s3_server import refusing_port
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -547,14 +547,12 @@ def test_cli_refuses_a_flag_nobody_knows(tmp_path, capsys):
 
 
 def test_cli_reports_an_unreachable_storage_in_one_line(tmp_path, capsys):
-  with socket.socket() as s:  # A free port: nothing listens there.
-    s.bind(('127.0.0.1', 0))
-    port = s.getsockname()[1]
   try:
-    code = prepare_data.main([
-        '--dataset', 'digits', '--num-clients', '3', '--output-dir',
-        's3://bucket/out', f'--s3_endpoint_url=http://127.0.0.1:{port}',
-        '--s3_access_key_id=a', '--s3_secret_access_key=b'])
+    with refusing_port() as port:
+      code = prepare_data.main([
+          '--dataset', 'digits', '--num-clients', '3', '--output-dir',
+          's3://bucket/out', f'--s3_endpoint_url=http://127.0.0.1:{port}',
+          '--s3_access_key_id=a', '--s3_secret_access_key=b'])
   finally:
     storage_lib.configure(None)
   err = capsys.readouterr().err

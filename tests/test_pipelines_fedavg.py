@@ -8,7 +8,6 @@ in-process runner, evaluating the server model on the test split.
 import dataclasses
 import json
 import os
-import socket
 import subprocess
 import sys
 
@@ -24,6 +23,7 @@ from canonical import storage
 from pipelines import compression_study
 from pipelines import encoder_choice
 from pipelines import fedavg
+from s3_server import refusing_port
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -273,17 +273,15 @@ def test_a_flag_nobody_knows_is_one_error_line(tmp_path, capsys):
 @pytest.mark.slow  # ~8 s: a fresh Python, and the 2 s connection timeout.
 def test_an_unreachable_dask_scheduler_is_one_error_before_any_round(
     tmp_path):
-  with socket.socket() as s:  # A free port: nothing listens there.
-    s.bind(('127.0.0.1', 0))
-    port = s.getsockname()[1]
-  completed = subprocess.run(
-      [sys.executable, '-m', 'pipelines.fedavg', '--rounds', '2',
-       '--num-clients', '5', '--clients-per-round', '3', '--output-dir',
-       str(tmp_path / 'out'), '--runner', 'DaskRunner',
-       '--dask_client_address', f'tcp://127.0.0.1:{port}',
-       '--dask_connection_timeout', '2'],
-      cwd=ROOT, capture_output=True, text=True, timeout=300,
-      env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2'))
+  with refusing_port() as port:
+    completed = subprocess.run(
+        [sys.executable, '-m', 'pipelines.fedavg', '--rounds', '2',
+         '--num-clients', '5', '--clients-per-round', '3', '--output-dir',
+         str(tmp_path / 'out'), '--runner', 'DaskRunner',
+         '--dask_client_address', f'tcp://127.0.0.1:{port}',
+         '--dask_connection_timeout', '2'],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2'))
   assert completed.returncode == 2, completed.stderr[-3000:]
   errors = [l for l in completed.stderr.splitlines()
             if l.startswith('error: ')]

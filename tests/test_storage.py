@@ -160,15 +160,16 @@ def test_unwritable_places_fail_the_check_in_one_line(s3, tmp_path):
 
 
 def test_an_unreachable_endpoint_is_one_clear_error(tmp_path):
-  from s3_server import free_port  # pylint: disable=g-import-not-at-top
-  storage.configure({'s3_endpoint_url': f'http://127.0.0.1:{free_port()}',
-                     's3_access_key_id': 'a', 's3_secret_access_key': 'b',
-                     's3_region_name': 'us-east-1'})
-  try:
-    with pytest.raises(storage.StorageError, match='cannot connect'):
-      storage.check_writable('s3://bucket/run')
-  finally:
-    storage.configure(None)
+  from s3_server import refusing_port  # pylint: disable=g-import-not-at-top
+  with refusing_port() as port:
+    storage.configure({'s3_endpoint_url': f'http://127.0.0.1:{port}',
+                       's3_access_key_id': 'a', 's3_secret_access_key': 'b',
+                       's3_region_name': 'us-east-1'})
+    try:
+      with pytest.raises(storage.StorageError, match='cannot connect'):
+        storage.check_writable('s3://bucket/run')
+    finally:
+      storage.configure(None)
 
 
 def test_missing_credentials_are_named(monkeypatch, s3_server):
