@@ -4,10 +4,12 @@ stopped after it, is the same code path as a multi-machine cluster.
 
 Each sampled client's work runs exactly once per round and clients spread
 over the workers, as do the elements of each `Spread` (each on the same
-worker at every one); federated averaging (plain, with encoders, with client
-state) gives the in-process runner's results up to float summation order;
-an unreachable scheduler or a worker running another version of the project
-is one clear error before any round.
+worker at every one, and at the round's first step: a secure round draws
+each client's keys on one worker); federated averaging (plain, with
+encoders, with client state) gives the in-process runner's results up to
+float summation order; an unreachable scheduler, a worker's address given
+as the scheduler's, or a worker running another version of the project is
+one clear error before any round.
 """
 
 import importlib.metadata
