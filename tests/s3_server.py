@@ -1,4 +1,5 @@
-"""A real S3-compatible server for tests: moto's, on a free 127.0.0.1 port.
+"""A real S3-compatible server for tests: moto's, on a free 127.0.0.1 port
+(with create-only writes made atomic: `moto_s3_server.py`).
 
 Started as its own process under coreutils' `timeout` (so it cannot outlive
 its time even if the test process dies) and stopped by whoever started it.
@@ -44,8 +45,9 @@ class S3Server:
   def __init__(self, max_seconds=MAX_SECONDS):
     self.port = free_port()
     self.endpoint = f'http://127.0.0.1:{self.port}'
-    command = [sys.executable, '-m', 'moto.server', '-H', '127.0.0.1', '-p',
-               str(self.port)]
+    command = [sys.executable, os.path.join(os.path.dirname(__file__),
+                                            'moto_s3_server.py'),
+               '-H', '127.0.0.1', '-p', str(self.port)]
     if shutil.which('timeout'):
       command = ['timeout', '-s', 'KILL', str(max_seconds)] + command
     self._process = subprocess.Popen(
