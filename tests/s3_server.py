@@ -23,12 +23,6 @@ SECRET_KEY = 'testing'
 REGION = 'us-east-1'
 
 
-def free_port():
-  with socket.socket() as s:
-    s.bind(('127.0.0.1', 0))
-    return s.getsockname()[1]
-
-
 @contextlib.contextmanager
 def refusing_port():
   """A port on 127.0.0.1 that refuses connections for the block's length:
@@ -37,6 +31,12 @@ def refusing_port():
   with socket.socket() as s:
     s.bind(('127.0.0.1', 0))
     yield s.getsockname()[1]
+
+
+def free_port():
+  """A port free now, for a server about to listen on it."""
+  with refusing_port() as port:
+    return port
 
 
 class S3Server:
