@@ -120,7 +120,7 @@ def beam_options(flags, program='beam_runner'):
 
 def run_command(args, flags):
   import beam_runner  # pylint: disable=g-import-not-at-top
-  from canonical import storage  # pylint: disable=g-import-not-at-top
+  from canonical import io as storage  # pylint: disable=g-import-not-at-top
   from canonical.secagg import graph as secagg_graph  # pylint: disable=g-import-not-at-top
   options = beam_options(flags)
   storage.configure(options)
@@ -182,12 +182,12 @@ def write_clients_command(args):
 def main(argv=None):
   """Runs the command line; returns the exit status."""
   args, flags = _parser().parse_known_args(argv)
-  from beam_runner import client_data  # pylint: disable=g-import-not-at-top
+  from beam_runner.worker_io import client_data  # pylint: disable=g-import-not-at-top
   from beam_runner import engines  # pylint: disable=g-import-not-at-top
-  from beam_runner import run_dir  # pylint: disable=g-import-not-at-top
-  from beam_runner import runner  # pylint: disable=g-import-not-at-top
+  from beam_runner.driver import run_dir  # pylint: disable=g-import-not-at-top
+  from beam_runner.driver import runner  # pylint: disable=g-import-not-at-top
   from canonical import form  # pylint: disable=g-import-not-at-top
-  from canonical import storage  # pylint: disable=g-import-not-at-top
+  from canonical import io as storage  # pylint: disable=g-import-not-at-top
   bad_input = (UsageError, client_data.ClientDataError, run_dir.RunDirError,
                form.FormError, engines.EngineError, storage.StorageError)
   try:

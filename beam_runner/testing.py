@@ -16,12 +16,12 @@ import numpy as np
 import tensorflow as tf
 
 import canonical
-from beam_runner import client_data as client_data_lib
+from beam_runner.worker_io import client_data as client_data_lib
 from beam_runner import engines
-from beam_runner import run_dir
-from beam_runner import runner
-from beam_runner import tensor_io
-from canonical import reference
+from beam_runner.driver import run_dir
+from beam_runner.driver import runner
+from beam_runner.worker_io import tensor_io
+from canonical.executors import reference
 
 RUNNING_MODES = ('in_memory', 'multi_threading', 'multi_processing')
 

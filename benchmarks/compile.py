@@ -31,7 +31,8 @@ import tensorflow as tf
 
 import canonical
 import encoders as te
-from canonical import fedavg
+from canonical.learning import algorithms
+from canonical.learning import framework
 from canonical import learning
 
 TARGET_SECONDS = 1.0
@@ -52,13 +53,13 @@ def encoder_fn(kind):
 
 
 def build_process(model):
-  return fedavg.build_federated_averaging_process(
+  return algorithms.build_federated_averaging_process(
       model,
       client_optimizer_fn=lambda: learning.sgd(0.02),
       server_optimizer_fn=lambda: learning.sgd(1.0),
-      broadcast_process=fedavg.build_encoded_broadcast_process_from_model(
+      broadcast_process=framework.build_encoded_broadcast_process_from_model(
           model, encoder_fn('broadcast')),
-      aggregation_process=fedavg.build_encoded_mean_process_from_model(
+      aggregation_process=framework.build_encoded_mean_process_from_model(
           model, encoder_fn('mean')))
 
 

@@ -230,7 +230,7 @@ class Place:
 
   def new_run_dir(self):
     import uuid  # pylint: disable=g-import-not-at-top
-    from canonical import storage  # pylint: disable=g-import-not-at-top
+    from canonical import io as storage  # pylint: disable=g-import-not-at-top
     self._count += 1
     return storage.join(self._runs, f'run-{self._count}-{uuid.uuid4().hex[:6]}')
 
@@ -248,7 +248,7 @@ def upload(local_dir, url, names):
   """Copies `names` (files or directories) under `local_dir` to `url`
   through `canonical.storage`; returns the bytes copied."""
   from concurrent import futures  # pylint: disable=g-import-not-at-top
-  from canonical import storage  # pylint: disable=g-import-not-at-top
+  from canonical import io as storage  # pylint: disable=g-import-not-at-top
   files = []
   for name in names:
     path = os.path.join(local_dir, name)
@@ -277,7 +277,7 @@ def placed(task):
     yield Place(task['form'], task['shards'], tempfile.mkdtemp(
         prefix='bench-run-', dir=task['scratch']))
     return
-  from canonical import storage  # pylint: disable=g-import-not-at-top
+  from canonical import io as storage  # pylint: disable=g-import-not-at-top
   server = _s3_server_module().S3Server()
   try:
     storage.configure(server.options())
@@ -500,7 +500,7 @@ def _loop_after(place, out, source, rounds):
   clients, states chained from Beam's committed round 1."""
   import canonical  # pylint: disable=g-import-not-at-top
   import beam_runner  # pylint: disable=g-import-not-at-top
-  from beam_runner import tensor_io  # pylint: disable=g-import-not-at-top
+  from beam_runner.worker_io import tensor_io  # pylint: disable=g-import-not-at-top
   form = canonical.load(place.form)
   if form.has_client_state:
     raise ValueError('The loop comparison takes forms without client state.')

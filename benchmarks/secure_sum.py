@@ -64,7 +64,7 @@ import tensorflow as tf
 import beam_runner
 import canonical as cf
 from canonical import secagg
-from canonical import secure_sums
+from canonical.secagg import sums as secure_sums
 from canonical.secagg import kdf
 from canonical.secagg import masks
 

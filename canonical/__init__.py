@@ -1,54 +1,67 @@
-"""The federated language, its compiler to the canonical form, and local executors."""
+"""TensorFlow Federated's API over a compiler to the canonical form.
 
-from canonical import reference
+`import canonical as tff`: the federated language (`core`), processes
+(`templates`), the compiler (`compiler`) to `CanonicalForm` (`form`), the
+executors (`executors`), forms on disk (`saving`), storage (`io`), and, on
+first use, `learning`, `aggregators`, `privacy`, `secagg` and `simulation`.
+"""
+
+from canonical import _moved
+
+from canonical.executors import reference
 from canonical.compiler import compile  # pylint: disable=redefined-builtin
-from canonical.computations import federated_computation
-from canonical.computations import tf_computation
+from canonical.core.computations import federated_computation
+from canonical.core.computations import tf_computation
 from canonical.form import CanonicalForm
 from canonical.form import FormError
 from canonical.form import Piece
-from canonical.intrinsics import federated_aggregate
-from canonical.intrinsics import federated_apply
-from canonical.intrinsics import federated_broadcast
-from canonical.intrinsics import federated_eval
-from canonical.intrinsics import federated_map
-from canonical.intrinsics import federated_max
-from canonical.intrinsics import federated_mean
-from canonical.intrinsics import federated_min
-from canonical.intrinsics import federated_secure_modular_sum
-from canonical.intrinsics import federated_secure_sum
-from canonical.intrinsics import federated_secure_sum_bitwidth
-from canonical.intrinsics import federated_sum
-from canonical.intrinsics import federated_value
-from canonical.intrinsics import federated_zip
-from canonical.ir import FederatedError
-from canonical.local_runner import run_round
-from canonical.process import IterativeProcess
-from canonical.sequences import sequence_map
-from canonical.sequences import sequence_reduce
-from canonical.sequences import sequence_sum
-from canonical.types import CLIENTS
-from canonical.types import clients
-from canonical.types import FederatedType
-from canonical.types import SequenceType
-from canonical.types import SERVER
-from canonical.types import server
-from canonical.types import StructType
-from canonical.types import StructWithPythonType
-from canonical.types import TensorType
-from canonical.types import to_type
-from canonical.types import type_at_clients
-from canonical.types import type_at_server
+from canonical.core.intrinsics import federated_aggregate
+from canonical.core.intrinsics import federated_apply
+from canonical.core.intrinsics import federated_broadcast
+from canonical.core.intrinsics import federated_eval
+from canonical.core.intrinsics import federated_map
+from canonical.core.intrinsics import federated_max
+from canonical.core.intrinsics import federated_mean
+from canonical.core.intrinsics import federated_min
+from canonical.core.intrinsics import federated_secure_modular_sum
+from canonical.core.intrinsics import federated_secure_sum
+from canonical.core.intrinsics import federated_secure_sum_bitwidth
+from canonical.core.intrinsics import federated_sum
+from canonical.core.intrinsics import federated_value
+from canonical.core.intrinsics import federated_zip
+from canonical.core.ir import FederatedError
+from canonical.executors.local import run_round
+from canonical.templates.iterative_process import IterativeProcess
+from canonical.core.sequences import sequence_map
+from canonical.core.sequences import sequence_reduce
+from canonical.core.sequences import sequence_sum
+from canonical.core.types import CLIENTS
+from canonical.core.types import clients
+from canonical.core.types import FederatedType
+from canonical.core.types import SequenceType
+from canonical.core.types import SERVER
+from canonical.core.types import server
+from canonical.core.types import StructType
+from canonical.core.types import StructWithPythonType
+from canonical.core.types import TensorType
+from canonical.core.types import to_type
+from canonical.core.types import type_at_clients
+from canonical.core.types import type_at_server
 from canonical.saving import fingerprint
 from canonical.saving import load
 from canonical.saving import save
 
 
+_moved.register(_moved.CANONICAL)
+
+# Subpackages imported on first use: they bring Keras, dp-accounting or the
+# secure-aggregation protocol, which the language alone does not need.
+_ON_FIRST_USE = ('aggregators', 'backends', 'learning', 'privacy', 'secagg',
+                 'simulation', 'templates')
+
+
 def __getattr__(name):
-  """`canonical.learning` (TFF's `tff.learning`) and `canonical.fedavg`,
-  imported on first use: they bring Keras, which the language alone does
-  not need."""
-  if name in ('learning', 'fedavg'):
+  if name in _ON_FIRST_USE:
     import importlib  # pylint: disable=g-import-not-at-top
     return importlib.import_module(f'canonical.{name}')
-  raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
+  return _moved.attribute(__name__, name)

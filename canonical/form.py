@@ -30,9 +30,9 @@ import functools
 
 import tensorflow as tf
 
-from canonical import ir
-from canonical import secure_sums as secure_sums_lib
-from canonical import types as ft
+from canonical.core import ir
+from canonical.secagg import sums as secure_sums_lib
+from canonical.core import types as ft
 from encoders.core import structures
 
 PIECES = ('initialize', 'prepare', 'work', 'zero', 'accumulate', 'merge',

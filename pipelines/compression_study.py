@@ -21,7 +21,7 @@ import os
 import sys
 
 from beam_runner import engines
-from canonical import storage
+from canonical import io as storage
 from pipelines import fedavg
 from pipelines import reporting
 

@@ -37,9 +37,11 @@ import beam_runner
 import canonical
 from beam_runner import __main__ as beam_cli
 from beam_runner import engines
-from beam_runner import run_dir as run_dir_lib
-from canonical import storage
-from canonical import fedavg
+from beam_runner.driver import run_dir as run_dir_lib
+from canonical import io as storage
+from canonical import aggregators
+from canonical.learning import algorithms
+from canonical.learning import framework
 from canonical import learning
 from canonical import privacy
 from canonical.secagg import graph as secagg_graph
@@ -178,7 +180,7 @@ class Config:
     return min(1.0, self.clients_per_round / self.num_clients)
 
   def round_noise_multiplier(self):
-    return fedavg.round_noise_multiplier(
+    return aggregators.round_noise_multiplier(
         self.noise_multiplier, self.clients_per_round, self.adaptive_clip)
 
   def epsilon(self, rounds):
@@ -269,25 +271,25 @@ def build_process(config, model, noise_seed=None):
   the noise from `noise_seed`, a secret one drawn now if None)."""
   broadcast_process = aggregation_process = None
   if not encoder_choice.is_identity(config.broadcast_encoder):
-    broadcast_process = fedavg.build_encoded_broadcast_process_from_model(
+    broadcast_process = framework.build_encoded_broadcast_process_from_model(
         model, encoder_choice.encoder_fn(config.broadcast_encoder, 'broadcast',
                                          config.threshold, config.seed))
   secure_bits = encoder_choice.secure_bits(config.aggregation_encoder)
   if config.private and secure_bits is not None:
-    aggregation_process = fedavg.build_dp_secure_mean_process_from_model(
+    aggregation_process = framework.build_dp_secure_mean_process_from_model(
         model, noise_multiplier=config.noise_multiplier, clip=config.clip,
         expected_clients=config.clients_per_round, bits=secure_bits,
         seed=noise_seed)
   elif config.private:
-    aggregation_process = fedavg.build_dp_mean_process_from_model(
+    aggregation_process = framework.build_dp_mean_process_from_model(
         model, noise_multiplier=config.noise_multiplier, clip=config.clip,
         expected_clients=config.clients_per_round,
         adaptive=config.adaptive_clip, seed=noise_seed)
   elif secure_bits is not None:
-    aggregation_process = fedavg.build_secure_mean_process_from_model(
+    aggregation_process = framework.build_secure_mean_process_from_model(
         model, bits=secure_bits, seed=config.seed)
   elif not encoder_choice.is_identity(config.aggregation_encoder):
-    aggregation_process = fedavg.build_encoded_mean_process_from_model(
+    aggregation_process = framework.build_encoded_mean_process_from_model(
         model, encoder_choice.encoder_fn(config.aggregation_encoder,
                                          'aggregation', config.threshold,
                                          config.seed),
@@ -296,7 +298,7 @@ def build_process(config, model, noise_seed=None):
     server_optimizer = learning.adam(config.server_lr)
   else:
     server_optimizer = learning.sgd(config.server_lr, config.server_momentum)
-  return fedavg.build_federated_averaging_process(
+  return algorithms.build_federated_averaging_process(
       model, client_optimizer_fn=lambda: learning.sgd(config.client_lr),
       server_optimizer_fn=lambda: server_optimizer,
       broadcast_process=broadcast_process,

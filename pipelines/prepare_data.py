@@ -36,10 +36,10 @@ import apache_beam as beam
 import numpy as np
 import tensorflow as tf
 
-from beam_runner import client_data as client_data_lib
+from beam_runner.worker_io import client_data as client_data_lib
 from beam_runner import engines
-from beam_runner import tfrecords
-from canonical import storage
+from beam_runner.worker_io import tfrecords
+from canonical import io as storage
 from pipelines import datasets
 from pipelines import partition as partition_lib
 

@@ -11,7 +11,7 @@ import matplotlib
 matplotlib.use('Agg')  # Files only: no screen on workers or CI.
 from matplotlib import pyplot  # pylint: disable=g-import-not-at-top,wrong-import-position
 
-from canonical import storage  # pylint: disable=g-import-not-at-top,wrong-import-position
+from canonical import io as storage  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 _UNITS = (('Gibit', 2**30), ('Mibit', 2**20), ('Kibit', 2**10))
 

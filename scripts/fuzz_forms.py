@@ -41,12 +41,12 @@ CONFIRM_BEFORE = 20  # Mutations rerun before an unreproduced crash's.
 
 def base_form_bytes():
   """The saved small fedavg form every mutation starts from."""
-  from canonical import fedavg  # pylint: disable=g-import-not-at-top
+  from canonical.learning import algorithms  # pylint: disable=g-import-not-at-top
   from canonical import learning  # pylint: disable=g-import-not-at-top
   from canonical.learning import models  # pylint: disable=g-import-not-at-top
   import canonical as cf  # pylint: disable=g-import-not-at-top
   model = learning.FunctionalModel.from_keras(models.small_8x8, seed=0)
-  return cf.saving.to_bytes(cf.compile(fedavg.build_federated_averaging_process(
+  return cf.saving.to_bytes(cf.compile(algorithms.build_federated_averaging_process(
       model, lambda: learning.sgd(0.1))))
 
 

@@ -29,7 +29,7 @@ def s3_server():
 def s3(s3_server):
   """The server, with the storage layer pointed at it, and a fresh bucket
   as `s3.bucket_url` (s3://NAME)."""
-  from canonical import storage  # pylint: disable=g-import-not-at-top
+  from canonical import io as storage  # pylint: disable=g-import-not-at-top
   storage.configure(s3_server.options())
   s3_server.bucket_url = f's3://{s3_server.new_bucket()}'
   yield s3_server

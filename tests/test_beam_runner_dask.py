@@ -28,7 +28,8 @@ import canonical as cf
 import encoders as te
 from beam_runner import engines
 from beam_runner import testing
-from canonical import fedavg
+from canonical.learning import algorithms
+from canonical.learning import framework
 from canonical import learning
 from canonical.learning import models
 from example_processes import client_state_process
@@ -189,7 +190,7 @@ class _Record:
 def test_the_steps_after_a_spread_run_in_its_tasks_on_its_workers(
     dask_address, tmp_path):
   import apache_beam as beam  # pylint: disable=g-import-not-at-top
-  from beam_runner import steps  # pylint: disable=g-import-not-at-top
+  from beam_runner.pipeline import steps  # pylint: disable=g-import-not-at-top
   log = str(tmp_path / 'elements.jsonl')
   with engines.open_engine(_on(dask_address)) as engine:
     pipeline = engine.pipeline(6)
@@ -215,7 +216,7 @@ def test_the_steps_after_a_spread_run_in_its_tasks_on_its_workers(
 def test_a_gather_of_nothing_combines_to_nothing_on_dask(dask_address,
                                                         tmp_path):
   import apache_beam as beam  # pylint: disable=g-import-not-at-top
-  from beam_runner import steps  # pylint: disable=g-import-not-at-top
+  from beam_runner.pipeline import steps  # pylint: disable=g-import-not-at-top
   log = tmp_path / 'combined.jsonl'
   with engines.open_engine(_on(dask_address)) as engine:
     pipeline = engine.pipeline(2)
@@ -257,7 +258,7 @@ def test_secure_sums_on_dask_are_bit_exact(dask_address):
 
 def _drawn_clients():
   """{round file: the client ids this worker drew keys for in that round}."""
-  from beam_runner import secure_round  # pylint: disable=g-import-not-at-top
+  from beam_runner.secure import round as secure_round  # pylint: disable=g-import-not-at-top
   by_round = secure_round._CLIENTS_BY_ROUND._values  # pylint: disable=protected-access
   return {path: sorted(clients._values) for path, clients in by_round.items()}  # pylint: disable=protected-access
 
@@ -308,7 +309,7 @@ def model():
 
 def test_federated_averaging_on_dask_equals_the_in_process_runner(
     dask_address, model):
-  process = fedavg.build_federated_averaging_process(
+  process = algorithms.build_federated_averaging_process(
       model, lambda: learning.sgd(0.1))
   testing.assert_rounds_match(process, _digit_clients(), rounds=2,
                               clients_per_round=4,
@@ -326,12 +327,12 @@ def _large_ones(wrap, encoder):
 
 
 def test_encoded_federated_averaging_on_dask(dask_address, model):
-  process = fedavg.build_federated_averaging_process(
+  process = algorithms.build_federated_averaging_process(
       model, lambda: learning.sgd(0.1),
-      broadcast_process=fedavg.build_encoded_broadcast_process_from_model(
+      broadcast_process=framework.build_encoded_broadcast_process_from_model(
           model, _large_ones(te.encoders.as_simple_encoder,
                              lambda: te.encoders.uniform_quantization(8))),
-      aggregation_process=fedavg.build_encoded_mean_process_from_model(
+      aggregation_process=framework.build_encoded_mean_process_from_model(
           model, _large_ones(te.encoders.as_gather_encoder,
                              lambda: te.encoders.uniform_quantization(8))))
   # Workers merge float sums in another order than the reference, and the
@@ -345,9 +346,9 @@ def test_encoded_federated_averaging_on_dask(dask_address, model):
 def test_error_feedback_in_client_state_on_dask(dask_address, model, tmp_path):
   """Top-k with error feedback: encoders and client state together; every
   client state Dask kept equals the in-process runner's."""
-  process = fedavg.build_federated_averaging_process(
+  process = algorithms.build_federated_averaging_process(
       model, lambda: learning.sgd(0.1),
-      aggregation_process=fedavg.build_encoded_mean_process_from_model(
+      aggregation_process=framework.build_encoded_mean_process_from_model(
           model, _large_ones(te.encoders.as_gather_encoder,
                              lambda: te.encoders.top_k(0.1)),
           error_feedback=True))

@@ -15,7 +15,8 @@ import tensorflow as tf
 import canonical as cf
 import encoders as te
 from beam_runner import testing
-from canonical import fedavg
+from canonical.learning import algorithms
+from canonical.learning import framework
 from canonical import learning
 from canonical.learning import models
 
@@ -132,7 +133,7 @@ def model():
 @pytest.mark.slow
 @pytest.mark.parametrize('mode', ['in_memory'])
 def test_federated_averaging(model, mode):
-  process = fedavg.build_federated_averaging_process(
+  process = algorithms.build_federated_averaging_process(
       model, lambda: learning.sgd(0.1))
   result = testing.assert_rounds_match(process, _digit_clients(), rounds=2,
                                        clients_per_round=3,
@@ -143,11 +144,11 @@ def test_federated_averaging(model, mode):
 @pytest.mark.slow
 @pytest.mark.parametrize('mode', MODES)
 def test_federated_averaging_with_8_bit_encoders(model, mode):
-  process = fedavg.build_federated_averaging_process(
+  process = algorithms.build_federated_averaging_process(
       model, lambda: learning.sgd(0.1),
-      broadcast_process=fedavg.build_encoded_broadcast_process_from_model(
+      broadcast_process=framework.build_encoded_broadcast_process_from_model(
           model, _eight_bit(te.encoders.as_simple_encoder)),
-      aggregation_process=fedavg.build_encoded_mean_process_from_model(
+      aggregation_process=framework.build_encoded_mean_process_from_model(
           model, _eight_bit(te.encoders.as_gather_encoder)))
   # On worker processes the float sums of round 1 merge in another order, so
   # the model differs in its last bits; round 2's stochastic rounding is seeded

@@ -22,9 +22,9 @@ import tensorflow as tf
 
 import beam_runner
 import canonical as cf
-from beam_runner import tensorboard_log
-from beam_runner import tensor_io
-from canonical import storage
+from beam_runner.driver import tensorboard_log
+from beam_runner.worker_io import tensor_io
+from canonical import io as storage
 from tensor_asserts import assert_same
 
 F = tf.TensorSpec([], tf.float32)
@@ -189,7 +189,7 @@ def test_too_few_clients_succeeding_fails_the_round_and_keeps_the_state(
 _CHILD = textwrap.dedent('''
     import sys, time
     import beam_runner
-    from beam_runner import round_pipeline
+    from beam_runner.pipeline import round as round_pipeline
 
     slow_round = int(sys.argv[4])
     work = round_pipeline.WorkFn._work

@@ -21,10 +21,10 @@ import tensorflow as tf
 import beam_runner
 import canonical as cf
 from beam_runner import engines
-from beam_runner import tensorboard_log
-from beam_runner import tensor_io
+from beam_runner.driver import tensorboard_log
+from beam_runner.worker_io import tensor_io
 from beam_runner import testing
-from canonical import storage
+from canonical import io as storage
 from example_processes import client_state_process
 from example_processes import random_floats
 from test_secure_sums import _mixed_process
@@ -152,13 +152,13 @@ def test_a_path_scheme_without_a_filesystem_is_one_error():
 _CHILD = textwrap.dedent('''
     import json, os, sys, time
     import beam_runner
-    from beam_runner import round_pipeline
+    from beam_runner.pipeline import round as round_pipeline
 
     form, clients, out, rounds, slow_round, seconds, options, lock, hold = \
         sys.argv[1:10]
     work = round_pipeline.WorkFn._work
     if lock == 'bypassed':  # Two drivers that each believe they hold it.
-      from beam_runner import run_lock
+      from beam_runner.driver import run_lock
       run_lock.RunLock.acquire = lambda self: self
       run_lock.RunLock.check = lambda self: None
       run_lock.RunLock.release = lambda self: None

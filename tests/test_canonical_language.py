@@ -12,8 +12,8 @@ import pytest
 import tensorflow as tf
 
 import canonical as cf
-from canonical import ir
-from canonical import types as ft
+from canonical.core import ir
+from canonical.core import types as ft
 
 import marked_lines
 

@@ -14,7 +14,7 @@ import tensorflow as tf
 
 import canonical as cf
 from canonical import form as form_lib
-from canonical import reference
+from canonical.executors import reference
 
 import marked_lines
 from tensor_asserts import assert_same

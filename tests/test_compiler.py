@@ -11,7 +11,7 @@ import tensorflow as tf
 
 import canonical as cf
 from canonical import compiler
-from canonical import computations
+from canonical.core import computations
 from canonical import form as form_lib
 
 import marked_lines

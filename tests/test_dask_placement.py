@@ -6,7 +6,7 @@ import dask
 from dask import _task_spec
 from dask import bag as dask_bag
 
-from beam_runner import dask_placement
+from beam_runner.engines import dask_placement
 
 
 def test_worker_slots_interleave_workers_by_their_threads():

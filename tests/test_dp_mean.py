@@ -7,8 +7,8 @@ import tensorflow as tf
 
 import canonical as cf
 from beam_runner import testing
-from canonical import fedavg
-from canonical import local_runner
+from canonical import aggregators
+from canonical.executors import local as local_runner
 from canonical import privacy
 
 import example_processes
@@ -18,7 +18,7 @@ SPEC = {'kernel': tf.TensorSpec([50, 20], tf.float32),
 
 
 def _process(**kwargs):
-  mean = fedavg.build_dp_mean_process(SPEC, **kwargs)
+  mean = aggregators.build_dp_mean_process(SPEC, **kwargs)
   return example_processes.mean_process(mean, SPEC), mean
 
 
@@ -88,11 +88,11 @@ def test_adaptive_clipping_moves_the_clip_toward_the_median_norm():
 
 def test_bad_arguments_are_refused():
   with pytest.raises(ValueError, match='noise_multiplier'):
-    fedavg.build_dp_mean_process(SPEC, noise_multiplier=-1.0, clip=1.0,
+    aggregators.build_dp_mean_process(SPEC, noise_multiplier=-1.0, clip=1.0,
                                  expected_clients=5)
   with pytest.raises(ValueError, match='initial_clip'):
-    fedavg.build_dp_mean_process(SPEC, noise_multiplier=1.0, clip=0.0,
+    aggregators.build_dp_mean_process(SPEC, noise_multiplier=1.0, clip=0.0,
                                  expected_clients=5)
   with pytest.raises(ValueError, match='expected_clients'):
-    fedavg.build_dp_mean_process(SPEC, noise_multiplier=1.0, clip=1.0,
+    aggregators.build_dp_mean_process(SPEC, noise_multiplier=1.0, clip=1.0,
                                  expected_clients=0)

@@ -1,4 +1,4 @@
-"""DP-FedAvg through secure aggregation (`fedavg.build_dp_secure_mean_process`):
+"""DP-FedAvg through secure aggregation (`aggregators.build_dp_secure_mean_process`):
 clipped, rotated, conditionally rounded levels summed under masks, noise
 once on the decoded sum; every client's contribution stays within Delta."""
 
@@ -7,9 +7,9 @@ import pytest
 import tensorflow as tf
 
 import canonical as cf
-from canonical import fedavg
-from canonical import local_runner
-from canonical import reference
+from canonical import aggregators
+from canonical.executors import local as local_runner
+from canonical.executors import reference
 
 import example_processes
 
@@ -20,7 +20,7 @@ SIZE = 410
 
 def _process(**kwargs):
   kwargs.setdefault('expected_clients', 8)
-  mean = fedavg.build_dp_secure_mean_process(SPEC, **kwargs)
+  mean = aggregators.build_dp_secure_mean_process(SPEC, **kwargs)
   return mean, example_processes.mean_process(mean, SPEC)
 
 
@@ -116,4 +116,4 @@ def test_the_runners_agree_with_the_reference():
 def test_bad_arguments_are_refused(kwargs, match):
   kwargs.setdefault('expected_clients', 8)
   with pytest.raises(ValueError, match=match):
-    fedavg.build_dp_secure_mean_process(SPEC, **kwargs)
+    aggregators.build_dp_secure_mean_process(SPEC, **kwargs)

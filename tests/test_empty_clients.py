@@ -23,16 +23,18 @@ _CHILD = textwrap.dedent('''
     import tensorflow as tf
     import canonical as cf
     import encoders as te
-    from canonical import fedavg, learning
+    from canonical import learning
+    from canonical.learning import algorithms
+    from canonical.learning import framework
     from canonical.learning import models
 
     model = learning.FunctionalModel.from_keras(models.{model}, seed=0)
     aggregation = None
     if {compressed!r}:
-      aggregation = fedavg.build_encoded_mean_process_from_model(
+      aggregation = framework.build_encoded_mean_process_from_model(
           model, lambda spec: te.encoders.as_gather_encoder(
               te.encoders.hadamard_quantization(2), spec))
-    form = cf.compile(fedavg.build_federated_averaging_process(
+    form = cf.compile(algorithms.build_federated_averaging_process(
         model, lambda: learning.sgd(0.1), aggregation_process=aggregation))
     form = cf.saving.from_bytes(cf.saving.to_bytes(form))  # As workers run it.
     x_spec, y_spec = form.client_data_spec.element_spec

@@ -13,7 +13,7 @@ import pytest
 import tensorflow as tf
 
 import canonical as cf
-from canonical import reference
+from canonical.executors import reference
 
 import example_processes
 from tensor_asserts import assert_same

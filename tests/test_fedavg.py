@@ -6,10 +6,12 @@ import tensorflow as tf
 
 import canonical as cf
 import encoders as te
-from canonical import computations
-from canonical import fedavg
+from canonical.core import computations
+from canonical import aggregators
+from canonical.learning import algorithms
+from canonical.learning import framework
 from canonical import learning
-from canonical import types as ft
+from canonical.core import types as ft
 from canonical.learning import models
 
 # 10000 (the tutorial's threshold) would leave every variable of the small
@@ -67,17 +69,17 @@ def model():
 
 @pytest.fixture(scope='module')
 def plain(model):
-  process = fedavg.build_federated_averaging_process(
+  process = algorithms.build_federated_averaging_process(
       model, lambda: learning.sgd(0.1))
   return process, cf.compile(process)
 
 
 @pytest.fixture(scope='module')
 def encoded(model):
-  broadcast = fedavg.build_encoded_broadcast_process_from_model(
+  broadcast = framework.build_encoded_broadcast_process_from_model(
       model, _broadcast_encoder)
-  mean = fedavg.build_encoded_mean_process_from_model(model, _mean_encoder)
-  process = fedavg.build_federated_averaging_process(
+  mean = framework.build_encoded_mean_process_from_model(model, _mean_encoder)
+  process = algorithms.build_federated_averaging_process(
       model, lambda: learning.sgd(0.1), broadcast_process=broadcast,
       aggregation_process=mean)
   return process, cf.compile(process), broadcast, mean
@@ -85,9 +87,9 @@ def encoded(model):
 
 @pytest.fixture(scope='module')
 def feedback(model):
-  mean = fedavg.build_encoded_mean_process_from_model(
+  mean = framework.build_encoded_mean_process_from_model(
       model, _top_k_encoder, error_feedback=True)
-  process = fedavg.build_federated_averaging_process(
+  process = algorithms.build_federated_averaging_process(
       model, lambda: learning.sgd(0.1), aggregation_process=mean)
   return process, cf.compile(process), mean
 
@@ -170,7 +172,7 @@ def test_encoded_fedavg_learns(encoded):
 
 
 def test_fedadam_keeps_its_state_on_the_server(model):
-  process = fedavg.build_federated_averaging_process(
+  process = algorithms.build_federated_averaging_process(
       model, lambda: learning.sgd(0.1),
       server_optimizer_fn=lambda: learning.adam(0.01))
   form = cf.compile(process)
@@ -218,11 +220,11 @@ def test_the_tutorial_cnn_compiles_to_a_quarter_of_the_bits():
 
     return encoder_fn
 
-  process = fedavg.build_federated_averaging_process(
+  process = algorithms.build_federated_averaging_process(
       model, lambda: learning.sgd(0.02),
-      broadcast_process=fedavg.build_encoded_broadcast_process_from_model(
+      broadcast_process=framework.build_encoded_broadcast_process_from_model(
           model, tutorial_encoder(te.encoders.as_simple_encoder)),
-      aggregation_process=fedavg.build_encoded_mean_process_from_model(
+      aggregation_process=framework.build_encoded_mean_process_from_model(
           model, tutorial_encoder(te.encoders.as_gather_encoder)))
   form = cf.compile(process)
   uncompressed = 32 * 1_663_370
@@ -307,7 +309,7 @@ _VALUE_SPEC = (tf.TensorSpec([200], tf.float32), tf.TensorSpec([3], tf.float32))
 
 
 def test_encoded_mean_is_the_weighted_mean():
-  process = fedavg.build_encoded_mean_process(_VALUE_SPEC, _mean_encoder)
+  process = aggregators.build_encoded_mean_process(_VALUE_SPEC, _mean_encoder)
   values = [_values(s) for s in range(3)]
   weights = [np.float32(w) for w in (1.0, 3.0, 0.0)]
   state = process.initialize.invoke()
@@ -345,7 +347,7 @@ def test_adaptive_encoder_state_updates_aggregate_in_the_same_aggregation():
     return te.encoders.as_gather_encoder(
         te.encoders.adaptive_quantization(bits=8, initial_range=0.1), spec)
 
-  mean = fedavg.build_encoded_mean_process(_VALUE_SPEC, adaptive)
+  mean = aggregators.build_encoded_mean_process(_VALUE_SPEC, adaptive)
   process = _mean_as_iterative_process(mean)
   form = cf.compile(process)
   data = [(_values(s), np.float32(w)) for s, w in ((0, 1.0), (1, 2.0),
@@ -364,7 +366,7 @@ def test_adaptive_encoder_state_updates_aggregate_in_the_same_aggregation():
 
 
 def test_encoded_broadcast_decodes_at_the_clients():
-  broadcast = fedavg.build_encoded_broadcast_process(_VALUE_SPEC,
+  broadcast = aggregators.build_encoded_broadcast_process(_VALUE_SPEC,
                                                      _broadcast_encoder)
   value = _values(0)
   initialize = cf.tf_computation(
@@ -413,13 +415,13 @@ def test_every_piece_is_pure(plain, encoded, feedback):
 
 def test_tff_style_model_fn_and_keras_model_fn(model):
   model_fn = lambda: learning.FunctionalModel.from_keras(models.small_8x8)
-  process = fedavg.build_federated_averaging_process(
+  process = algorithms.build_federated_averaging_process(
       model_fn, learning.sgd(0.1),
-      broadcast_process=fedavg.build_encoded_broadcast_process_from_model(
+      broadcast_process=framework.build_encoded_broadcast_process_from_model(
           model_fn, _broadcast_encoder))
   state = process.initialize.invoke()
   _assert_close(state.model, model.initial_weights())
-  keras_process = fedavg.build_federated_averaging_process(
+  keras_process = algorithms.build_federated_averaging_process(
       models.small_8x8, lambda: learning.sgd(0.1))
   assert ft.same_member(keras_process.state_spec.model,
                         process.state_spec.model)
@@ -428,23 +430,23 @@ def test_tff_style_model_fn_and_keras_model_fn(model):
 
 def test_bad_arguments_get_clear_errors(model):
   with pytest.raises(TypeError, match=r'SimpleEncoder for tensor 0 .*as_gather_encoder'):
-    fedavg.build_encoded_mean_process_from_model(model, _broadcast_encoder)
+    framework.build_encoded_mean_process_from_model(model, _broadcast_encoder)
   with pytest.raises(TypeError, match='as_simple_encoder'):
-    fedavg.build_encoded_broadcast_process_from_model(model, _mean_encoder)
+    framework.build_encoded_broadcast_process_from_model(model, _mean_encoder)
   with pytest.raises(ValueError, match='built for'):
-    fedavg.build_encoded_broadcast_process(
+    aggregators.build_encoded_broadcast_process(
         _VALUE_SPEC, lambda spec: _broadcast_encoder(_VALUE_SPEC[0]))
   with pytest.raises(TypeError, match='pure optimizer .* got str'):
-    fedavg.build_federated_averaging_process(model, lambda: 'sgd')
+    algorithms.build_federated_averaging_process(model, lambda: 'sgd')
   with pytest.raises(ValueError, match='client_epochs'):
-    fedavg.build_federated_averaging_process(model, learning.sgd(0.1),
+    algorithms.build_federated_averaging_process(model, learning.sgd(0.1),
                                              client_epochs=0)
-  other = fedavg.build_encoded_mean_process(_VALUE_SPEC, _mean_encoder)
+  other = aggregators.build_encoded_mean_process(_VALUE_SPEC, _mean_encoder)
   with pytest.raises(cf.FederatedError, match='aggregation_process'):
-    fedavg.build_federated_averaging_process(model, learning.sgd(0.1),
+    algorithms.build_federated_averaging_process(model, learning.sgd(0.1),
                                              aggregation_process=other)
   with pytest.raises(TypeError, match='FunctionalModel'):
-    fedavg.build_federated_averaging_process(lambda: 3, learning.sgd(0.1))
+    algorithms.build_federated_averaging_process(lambda: 3, learning.sgd(0.1))
 
 
 def test_summary_names_each_tensors_encoder(encoded):

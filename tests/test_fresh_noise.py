@@ -7,7 +7,7 @@ import tensorflow as tf
 
 import canonical as cf
 import encoders as te
-from canonical import fedavg
+from canonical import aggregators
 from encoders.core import seeds
 
 _SPEC = tf.TensorSpec([300], tf.float32)
@@ -84,7 +84,7 @@ def _one_client_mean_form():
     return te.encoders.as_gather_encoder(te.encoders.uniform_quantization(2),
                                          spec)
 
-  mean = fedavg.build_encoded_mean_process(_SPEC, encoder_fn)
+  mean = aggregators.build_encoded_mean_process(_SPEC, encoder_fn)
 
   @cf.federated_computation(cf.server(mean.state_spec),
                             cf.clients((_SPEC, tf.TensorSpec([], tf.float32))))

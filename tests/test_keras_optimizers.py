@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from canonical import fedavg
+from canonical.learning import algorithms
 from canonical import learning
 from canonical.learning import keras_optimizers
 from canonical.learning import models
@@ -67,7 +67,7 @@ def test_what_has_no_pure_counterpart_is_refused_by_name(make, message):
 
 def test_federated_averaging_takes_keras_optimizers():
   model = learning.FunctionalModel.from_keras(models.small_8x8)
-  process = fedavg.build_federated_averaging_process(
+  process = algorithms.build_federated_averaging_process(
       model,
       client_optimizer_fn=lambda: tf.keras.optimizers.SGD(learning_rate=0.02),
       server_optimizer_fn=lambda: tf.keras.optimizers.SGD(
@@ -75,6 +75,6 @@ def test_federated_averaging_takes_keras_optimizers():
   state = process.initialize.invoke()
   assert 'velocity' in state.optimizer_state
   with pytest.raises(ValueError, match='server_optimizer_fn: Keras Nadam'):
-    fedavg.build_federated_averaging_process(
+    algorithms.build_federated_averaging_process(
         model, client_optimizer_fn=lambda: learning.sgd(0.1),
         server_optimizer_fn=lambda: tf.keras.optimizers.Nadam())

@@ -13,8 +13,8 @@ import pytest
 import tensorflow as tf
 
 import canonical as cf
-from canonical import reference
-from canonical import types as ft
+from canonical.executors import reference
+from canonical.core import types as ft
 
 import marked_lines
 from tensor_asserts import assert_same
@@ -338,16 +338,16 @@ def test_federated_initialize_compiles(style):
 
 
 def test_measured_process_takes_a_federated_initialize():
-  from canonical import fedavg  # pylint: disable=g-import-not-at-top
+  from canonical import templates  # pylint: disable=g-import-not-at-top
 
   @cf.federated_computation
   def initialize_fn():
     return cf.federated_eval(_server_init, cf.SERVER)
 
-  block = fedavg.MeasuredProcess(initialize_fn, _next_plus_mean, F2)
+  block = templates.MeasuredProcess(initialize_fn, _next_plus_mean, F2)
   np.testing.assert_array_equal(block.initialize(), [1.0, 2.0])
   with pytest.raises(cf.FederatedError, match='initialize must be') as error:
-    fedavg.MeasuredProcess(object(), _next_plus_mean, F2)
+    templates.MeasuredProcess(object(), _next_plus_mean, F2)
   assert '0x' not in str(error.value)
 
 

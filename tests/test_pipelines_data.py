@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from beam_runner import client_data as client_data_lib
-from canonical import storage as storage_lib
+from beam_runner.worker_io import client_data as client_data_lib
+from canonical import io as storage_lib
 from pipelines import datasets
 from pipelines import partition
 from pipelines import prepare_data

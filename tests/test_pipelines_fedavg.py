@@ -16,10 +16,10 @@ import pytest
 import tensorflow as tf
 
 import beam_runner
-from beam_runner import secure_round
+from beam_runner.secure import round as secure_round
 import canonical
-from beam_runner import tensor_io
-from canonical import storage
+from beam_runner.worker_io import tensor_io
+from canonical import io as storage
 from pipelines import compression_study
 from pipelines import encoder_choice
 from pipelines import fedavg

@@ -13,7 +13,7 @@ import pytest
 
 import beam_runner
 from beam_runner import engines
-from canonical import storage
+from canonical import io as storage
 from pipelines import datasets
 from pipelines import fedavg
 from pipelines import prepare_data

@@ -15,9 +15,9 @@ import pytest
 
 import beam_runner
 import canonical as cf
-from beam_runner import client_data
-from beam_runner import run_lock
-from canonical import storage
+from beam_runner.worker_io import client_data
+from beam_runner.driver import run_lock
+from canonical import io as storage
 from example_processes import client_state_process
 from example_processes import weighted_data
 from example_processes import weighted_mean_process

@@ -14,7 +14,7 @@ import tensorflow as tf
 
 import beam_runner
 import canonical as cf
-from beam_runner import sandbox
+from beam_runner.worker_io import sandbox
 from example_processes import summed_process
 from example_processes import weighted_data
 from example_processes import weighted_mean_process

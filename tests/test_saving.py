@@ -13,7 +13,8 @@ from tensorflow.python.saved_model import nested_structure_coder
 
 import canonical as cf
 import encoders as te
-from canonical import fedavg
+from canonical.learning import algorithms
+from canonical.learning import framework
 from canonical import learning
 from canonical.learning import models
 from canonical.saving import envelope
@@ -79,11 +80,11 @@ def model():
 def encoded(model):
   """Federated averaging with 8-bit encoded broadcast and mean."""
   eight_bits = lambda: te.encoders.uniform_quantization(bits=8)
-  process = fedavg.build_federated_averaging_process(
+  process = algorithms.build_federated_averaging_process(
       model, lambda: learning.sgd(0.1),
-      broadcast_process=fedavg.build_encoded_broadcast_process_from_model(
+      broadcast_process=framework.build_encoded_broadcast_process_from_model(
           model, _encoder(te.encoders.as_simple_encoder, eight_bits)),
-      aggregation_process=fedavg.build_encoded_mean_process_from_model(
+      aggregation_process=framework.build_encoded_mean_process_from_model(
           model, _encoder(te.encoders.as_gather_encoder, eight_bits)))
   return cf.compile(process)
 
@@ -92,9 +93,9 @@ def encoded(model):
 def feedback(model):
   """Client state (top-k error feedback residuals) and Dataset client data."""
   top_k = lambda: te.encoders.top_k(fraction=0.05)
-  process = fedavg.build_federated_averaging_process(
+  process = algorithms.build_federated_averaging_process(
       model, lambda: learning.sgd(0.1),
-      aggregation_process=fedavg.build_encoded_mean_process_from_model(
+      aggregation_process=framework.build_encoded_mean_process_from_model(
           model, _encoder(te.encoders.as_gather_encoder, top_k),
           error_feedback=True))
   return cf.compile(process)

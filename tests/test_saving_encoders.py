@@ -11,7 +11,8 @@ import tensorflow as tf
 
 import canonical as cf
 import encoders as te
-from canonical import fedavg
+from canonical.learning import algorithms
+from canonical.learning import framework
 from canonical import learning
 from canonical.learning import models
 from canonical.saving import form_file
@@ -54,12 +55,12 @@ def _encoder_fn(wrap, make):
 @pytest.mark.parametrize('kind', sorted(_ENCODERS))
 def test_fedavg_form_with_encoder_loads_and_runs_alike(model, kind):
   make = _ENCODERS[kind]
-  process = fedavg.build_federated_averaging_process(
+  process = algorithms.build_federated_averaging_process(
       model, lambda: learning.sgd(0.1),
       server_optimizer_fn=lambda: learning.adam(0.01),
-      broadcast_process=fedavg.build_encoded_broadcast_process_from_model(
+      broadcast_process=framework.build_encoded_broadcast_process_from_model(
           model, _encoder_fn(te.encoders.as_simple_encoder, make)),
-      aggregation_process=fedavg.build_encoded_mean_process_from_model(
+      aggregation_process=framework.build_encoded_mean_process_from_model(
           model, _encoder_fn(te.encoders.as_gather_encoder, make),
           error_feedback=kind in _ERROR_FEEDBACK))
   form = cf.compile(process)

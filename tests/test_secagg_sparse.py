@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from canonical import secagg
-from canonical import secure_sums
+from canonical.secagg import sums as secure_sums
 from canonical.secagg import graph
 
 from test_secagg_protocol import _run_to_masked

@@ -1,6 +1,6 @@
 """The compressed secure mean: integers through secure sums, decoded once.
 
-`fedavg.build_secure_mean_process` rotates, clips and stochastically rounds
+`aggregators.build_secure_mean_process` rotates, clips and stochastically rounds
 each client's update to `bits`-bit levels that add exactly under the masks;
 the server's decoded mean is within a level of the true mean, counts each
 client once, and its range adapts to what the clip cuts.
@@ -12,8 +12,8 @@ import tensorflow as tf
 
 import canonical as cf
 from beam_runner import testing
-from canonical import fedavg
-from canonical import local_runner
+from canonical import aggregators
+from canonical.executors import local as local_runner
 
 import example_processes
 
@@ -22,7 +22,7 @@ SPEC = {'kernel': tf.TensorSpec([40, 10], tf.float32),
 
 
 def _process(**kwargs):
-  mean = fedavg.build_secure_mean_process(SPEC, **kwargs)
+  mean = aggregators.build_secure_mean_process(SPEC, **kwargs)
   return example_processes.mean_process(mean, SPEC)
 
 
@@ -91,11 +91,11 @@ def test_compiled_runs_equal_the_reference_on_beam_too():
 ])
 def test_bad_arguments_are_refused(kwargs, message):
   with pytest.raises(ValueError, match=message):
-    fedavg.build_secure_mean_process(SPEC, **kwargs)
+    aggregators.build_secure_mean_process(SPEC, **kwargs)
 
 
 def test_the_process_describes_its_tensors():
-  process = fedavg.build_secure_mean_process(SPEC, bits=4)
+  process = aggregators.build_secure_mean_process(SPEC, bits=4)
   assert process.encoded_bits == 4 * (400 + 10)
   assert 'Hadamard-rotated, 4-bit stochastic levels' in repr(
       process.encoders[0])

@@ -14,12 +14,12 @@ import tensorflow as tf
 import canonical as cf
 from canonical import compiler
 from canonical import form as form_lib
-from canonical import ir
-from canonical import local_runner
-from canonical import reference
+from canonical.core import ir
+from canonical.executors import local as local_runner
+from canonical.executors import reference
 from canonical import saving
 from canonical import secagg
-from canonical import secure_sums
+from canonical.secagg import sums as secure_sums
 from canonical.saving import envelope
 from canonical.saving import inspection
 

@@ -8,8 +8,8 @@ import tensorflow as tf
 
 import canonical as cf
 import encoders as te
-from canonical import computations
-from canonical import fedavg
+from canonical.core import computations
+from canonical import aggregators
 from encoders import testing
 from encoders.core import seeds
 from encoders.stages import basic
@@ -479,7 +479,7 @@ _WEIGHT = tf.TensorSpec([], tf.float32)
 
 
 def _mean_form(encoder):
-  mean = fedavg.build_encoded_mean_process(
+  mean = aggregators.build_encoded_mean_process(
       _SPEC, lambda spec: te.encoders.as_gather_encoder(encoder(), spec))
 
   @cf.federated_computation(cf.server(mean.state_spec),

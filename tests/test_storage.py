@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from canonical import storage
+from canonical import io as storage
 
 
 @pytest.fixture(params=['local', 's3'])

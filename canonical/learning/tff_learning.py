@@ -10,11 +10,12 @@ metrics>..., loss=...))`; `canonical.fedavg` keeps its flat one.
 
 import collections
 
-from canonical import computations
-from canonical import intrinsics
-from canonical import process as process_lib
-from canonical.fedavg import averaging
-from canonical.fedavg import specs
+from canonical.core import computations
+from canonical.core import intrinsics
+from canonical.templates import iterative_process as process_lib
+from canonical.learning.algorithms import fedavg as averaging
+from canonical.core import specs
+from canonical.learning import model_fns
 
 
 def build_federated_averaging_process(model_fn, client_optimizer_fn,
@@ -26,7 +27,7 @@ def build_federated_averaging_process(model_fn, client_optimizer_fn,
   kwargs = {} if server_optimizer_fn is None else {
       'server_optimizer_fn': server_optimizer_fn}
   # Built once here: the inner builder takes the model itself.
-  model = specs.functional_model_of(model_fn,
+  model = model_fns.functional_model_of(model_fn,
                                     'build_federated_averaging_process')
   inner = averaging.build_federated_averaging_process(
       model, client_optimizer_fn, broadcast_process=broadcast_process,

@@ -15,8 +15,8 @@ import tensorflow as tf
 from google.protobuf import message
 
 from canonical import form as form_lib
-from canonical import secure_sums
-from canonical import storage
+from canonical.secagg import sums as secure_sums
+from canonical import io as storage
 from canonical.form import FormError
 from canonical.saving import canonical_form_pb2
 from canonical.saving import envelope

@@ -23,7 +23,7 @@ import hashlib
 import numpy as np
 import tensorflow as tf
 
-from canonical import dataset_seeds
+from canonical.core import dataset_seeds
 
 MAX_EXPANDED_CONSTANT_BYTES = 256 << 20
 _FORBIDDEN_CONSTANT_DTYPES = (tf.resource, tf.variant)

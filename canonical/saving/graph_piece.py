@@ -12,7 +12,7 @@ import tensorflow as tf
 from tensorflow.python.util import nest
 
 from canonical import form as form_lib
-from canonical import types as ft
+from canonical.core import types as ft
 from canonical.saving import canonical_form_pb2
 from canonical.saving import structure_coding
 

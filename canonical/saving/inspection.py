@@ -3,7 +3,7 @@
 import collections
 import os
 
-from canonical import types as ft
+from canonical.core import types as ft
 from canonical import form as form_lib
 from canonical.form import FormError
 from canonical.saving import form_file

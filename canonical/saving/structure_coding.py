@@ -9,7 +9,7 @@ import tensorflow as tf
 from tensorflow.core.protobuf import struct_pb2
 from tensorflow.python.saved_model import nested_structure_coder
 
-from canonical import types as ft
+from canonical.core import types as ft
 
 _MAX_DEPTH = 64
 _DATASET_SPEC = struct_pb2.TypeSpecProto.DATA_DATASET_SPEC

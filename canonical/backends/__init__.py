@@ -1,0 +1,1 @@
+"""Back ends a computation can be lowered to (TFF's `tff.backends`)."""

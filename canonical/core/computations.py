@@ -1,0 +1,468 @@
+"""Computations of the federated language: pure TF ones, and federated ones.
+
+`tf_computation` wraps a pure TensorFlow function with its input signature.
+`federated_computation` wraps Python that combines intrinsics; tracing it
+records a `Graph` of federated ops (see `ir.py`).
+"""
+
+import dataclasses
+import inspect
+
+import numpy as np
+import tensorflow as tf
+from tensorflow.python.util import nest
+
+from canonical.core import dataset_seeds
+from canonical.core import ir
+from canonical.core import types as ft
+from encoders.core import seeds
+
+_STATEFUL_RANDOM = 'draws stateful random numbers (use tf.random.stateless_*)'
+_VARIABLE = 'uses a variable (pass state in and out as tensors)'
+_PYTHON = 'calls Python (tf.py_function / tf.numpy_function)'
+_MUTABLE_TABLE = 'uses a mutable hash table'
+_FILE_WRITE = 'writes files'
+
+# Ops that make a computation impure: state, stateful randomness, Python.
+FORBIDDEN_OPS = {
+    **dict.fromkeys([
+        'VarHandleOp', 'VariableV2', 'Variable', 'TemporaryVariable',
+        'ReadVariableOp', 'AssignVariableOp', 'AssignAddVariableOp',
+        'AssignSubVariableOp', 'Assign', 'AssignAdd', 'AssignSub',
+        'VarIsInitializedOp', 'DestroyResourceOp', 'VariableShape',
+        'ScatterAdd', 'ScatterSub', 'ScatterUpdate', 'CountUpTo',
+    ], _VARIABLE),
+    **dict.fromkeys([
+        'RandomUniform', 'RandomUniformInt', 'RandomStandardNormal',
+        'TruncatedNormal', 'ParameterizedTruncatedNormal', 'RandomShuffle',
+        'RandomGamma', 'RandomPoisson', 'RandomPoissonV2', 'RandomCrop',
+        'Multinomial', 'StatefulUniform', 'StatefulUniformInt',
+        'StatefulUniformFullInt', 'StatefulStandardNormal',
+        'StatefulStandardNormalV2', 'StatefulTruncatedNormal',
+        'StatefulRandomBinomial', 'RngSkip', 'RngReadAndSkip',
+        'NonDeterministicInts',
+    ], _STATEFUL_RANDOM),
+    **dict.fromkeys(['PyFunc', 'PyFuncStateless', 'EagerPyFunc'], _PYTHON),
+    **dict.fromkeys([
+        'MutableHashTable', 'MutableHashTableV2', 'MutableHashTableOfTensors',
+        'MutableHashTableOfTensorsV2', 'MutableDenseHashTable',
+        'MutableDenseHashTableV2', 'LookupTableInsertV2', 'LookupTableRemoveV2',
+    ], _MUTABLE_TABLE),
+    **dict.fromkeys(['WriteFile', 'Save', 'SaveV2', 'SaveSlices'],
+                    _FILE_WRITE),
+}
+
+# Whole families: every `Resource*` op (ResourceGather, ResourceApplyAdam,
+# ResourceScatterAdd, ...) reads or writes a variable.
+_FORBIDDEN_PREFIXES = (('Resource', _VARIABLE),)
+
+
+def forbidden_reason(op_type):
+  """Why op type `op_type` makes a piece impure, or None if it does not."""
+  if op_type in FORBIDDEN_OPS:
+    return FORBIDDEN_OPS[op_type]
+  for prefix, reason in _FORBIDDEN_PREFIXES:
+    if op_type.startswith(prefix):
+      return reason
+  return None
+
+
+def graph_op_types(concrete_function, graph_def=None):
+  """`(op type, node name)` of a concrete function's graph and its whole library.
+
+  The library holds every function the graph calls, however deeply: nested
+  `tf.function`s, while-loop and cond branches, dataset `reduce` / `map`
+  bodies.
+  """
+  if graph_def is None:
+    graph_def = concrete_function.graph.as_graph_def()
+  types = [(node.op, node.name) for node in graph_def.node]
+  for function in graph_def.library.function:
+    types.extend((node.op, node.name) for node in function.node_def)
+  return types
+
+
+@dataclasses.dataclass(frozen=True)
+class Impurity:
+  """One op that makes a computation impure, and the user's line that made it."""
+  op_type: str
+  node_name: str
+  reason: str
+  location: object = None  # ir.Location, when TF kept the op's traceback.
+
+  def __str__(self):
+    where = f', created at {self.location}' if self.location else ''
+    return f'op {self.node_name!r} ({self.op_type}) {self.reason}{where}'
+
+
+def _func_graphs(graph):
+  """`graph` and the graphs of every function it calls, depth first."""
+  seen, stack = set(), [graph]
+  while stack:
+    g = stack.pop()
+    if id(g) in seen:
+      continue
+    seen.add(id(g))
+    yield g
+    for function in getattr(g, '_functions', {}).values():
+      inner = getattr(function, 'graph', None)
+      if inner is not None:
+        stack.append(inner)
+
+
+def impure_ops(concrete_function):
+  """Every forbidden op of a concrete function (library included), and every
+  dataset shuffle or sample without a seed, located."""
+  graph_def = concrete_function.graph.as_graph_def()
+  reasons = {(t, n): forbidden_reason(t)
+             for t, n in graph_op_types(concrete_function, graph_def)
+             if forbidden_reason(t)}
+  for found in dataset_seeds.unseeded(graph_def):
+    reasons[found] = dataset_seeds.UNSEEDED
+  if not reasons:
+    return []
+  located = {}
+  for graph in _func_graphs(concrete_function.graph):
+    for op in graph.get_operations():
+      if (op.type, op.name) in reasons:
+        located.setdefault((op.type, op.name), ir.location_of_tf_op(op))
+  found = [Impurity(t, n, reason, located.get((t, n)))
+           for (t, n), reason in reasons.items()]
+  # The located ones first: they name the user's line.
+  return sorted(found, key=lambda i: i.location is None)
+
+
+class _VariableCreated(Exception):
+  pass
+
+
+def _refuse_variables(errors, name, location):
+  """A variable creator that records where a variable was made, and fails."""
+
+  def creator(next_creator, **kwargs):
+    del next_creator  # Never creates anything.
+    site = ir.location_of_tf_op(tf.raw_ops.NoOp())  # Its traceback: the line.
+    errors.append(ir.FederatedError(
+        f'tf_computation {name!r} defined at {location} is not pure: it '
+        f'creates a variable ({kwargs.get("name") or "tf.Variable"})'
+        f'{f" at {site}" if site else ""}. Pieces of the canonical form must '
+        'be pure functions: pass state in and out as tensors.'))
+    raise _VariableCreated()
+
+  return creator
+
+
+class TFComputation:
+  """A pure TensorFlow function with a fixed input signature.
+
+  Traced once (with AutoGraph, so Python control flow over tensors and `for`
+  loops over datasets work); every later use, eager or inside a piece, calls
+  that one concrete function.
+  """
+
+  def __init__(self, fn, parameter_specs, name=None, location=None):
+    self._fn = fn
+    self.name = name or getattr(fn, '__name__', 'tf_computation')
+    self._parameter_specs = tuple(
+        ft.to_member(spec, f'tf_computation {self.name!r}')
+        for spec in parameter_specs)
+    self.location = location or ir.user_location()
+    self._concrete = None
+    self._result_spec = None
+    self._impurities = None
+
+  @property
+  def parameter_specs(self):
+    """One member structure per positional parameter."""
+    return self._parameter_specs
+
+  @property
+  def python_function(self):
+    return self._fn
+
+  def concrete_function(self):
+    if self._concrete is None:
+      errors = []
+      refuse = _refuse_variables(errors, self.name, self.location)
+      fn = self._fn
+
+      def traced(*args):
+        # Encoders draw no stateful noise inside a piece (encoders/core/seeds.py).
+        with tf.variable_creator_scope(refuse), seeds.pure_randomness():
+          return fn(*args)
+
+      function = tf.function(traced, input_signature=list(
+          self._parameter_specs), autograph=True)
+      try:
+        self._concrete = function.get_concrete_function()
+      except Exception as e:  # Name the user's computation on any trace error.
+        if errors:
+          raise errors[0] from None
+        raise ir.FederatedError(
+            f'tf_computation {self.name!r} defined at {self.location} failed '
+            f'to trace: {type(e).__name__}: {e}') from e
+    return self._concrete
+
+  @property
+  def result_spec(self):
+    """Member structure of the result (nameless specs)."""
+    if self._result_spec is None:
+      self._result_spec = ft.member_of(
+          self.concrete_function().structured_outputs)
+    return self._result_spec
+
+  def impurities(self):
+    """The forbidden ops of this computation's graph (cached)."""
+    if self._impurities is None:
+      self._impurities = impure_ops(self.concrete_function())
+    return self._impurities
+
+  def check_pure(self, used_by=None):
+    """Raises `FederatedError` naming the first impure op and its line."""
+    impurities = self.impurities()
+    if impurities:
+      use = f' It is used by {used_by}.' if used_by else ''
+      raise ir.FederatedError(
+          f'tf_computation {self.name!r} defined at {self.location} is not '
+          f'pure: {impurities[0]}.{use} Pieces of the canonical form must be '
+          'pure functions: pass state in and out explicitly and use '
+          'tf.random.stateless_* ops with a seed from the inputs.')
+
+  def invoke(self, *args):
+    """Calls the traced function on positional arguments of its signature.
+
+    Eagerly this runs the graph; while tracing a piece it adds one call of
+    the function (no retrace). Arguments are repacked into the declared
+    structures, so a tuple may stand for a namedtuple of the same layout.
+    """
+    args = [tf.nest.pack_sequence_as(spec, _leaves(spec, arg))
+            for spec, arg in zip(self._parameter_specs, args)]
+    return self.concrete_function()(*args)
+
+  def call_with_member(self, member_value):
+    """Calls the function on a value of the (single or tuple) parameter."""
+    if not self._parameter_specs:
+      return self.invoke()
+    if len(self._parameter_specs) == 1:
+      return self.invoke(member_value)
+    return self.invoke(*member_value)
+
+  def parameter_member(self):
+    """The member type a federated argument must have."""
+    if len(self._parameter_specs) == 1:
+      return self._parameter_specs[0]
+    return tuple(self._parameter_specs)
+
+  def __call__(self, *args):
+    if any(isinstance(a, ir.Value) for a in tf.nest.flatten(args)):
+      raise ir.FederatedError(
+          f'tf_computation {self.name!r} was called on a federated value at '
+          f'{ir.user_location()}; apply it with federated_map(computation, '
+          'value) instead.')
+    if ir._TRACE.stack and tf.executing_eagerly():  # pylint: disable=protected-access
+      # Called in a federated computation's body: an unplaced value, which
+      # federated_value places (TFF's `federated_value(init(), SERVER)`).
+      location = ir.user_location()
+      return ir.Unplaced(self._bound(args, location), location)
+    return self._fn(*args)
+
+  def _bound(self, args, location):
+    """A no-argument computation calling this one on constant `args`."""
+    if not args and not self._parameter_specs:
+      return self
+    if len(args) != len(self._parameter_specs):
+      raise ir.FederatedError(
+          f'tf_computation {self.name!r} called at {location} with '
+          f'{len(args)} arguments; it takes {len(self._parameter_specs)}.')
+    constants = []
+    for arg, spec in zip(args, self._parameter_specs):
+      specs = tf.nest.flatten(spec)
+      try:
+        leaves = nest.flatten_up_to(spec, arg, check_types=False)
+        if any(isinstance(s, tf.data.DatasetSpec) for s in specs):
+          raise TypeError('a dataset cannot be a constant')
+        constants.append([np.asarray(v, s.dtype.as_numpy_dtype)
+                          for v, s in zip(leaves, specs)])
+      except (TypeError, ValueError, KeyError, IndexError) as e:
+        raise ir.FederatedError(
+            f'tf_computation {self.name!r} called at {location}: '
+            f'{ir.describe_object(arg)} is not a constant of type '
+            f'{ft.describe(spec)} ({e}).') from None
+
+    def call():
+      return self.invoke(*[tf.nest.pack_sequence_as(
+          spec, [tf.constant(v) for v in values])
+                           for spec, values in zip(self._parameter_specs,
+                                                   constants)])
+
+    return TFComputation(call, (), name=self.name, location=location)
+
+  def describe_for_error(self):
+    return f'tf_computation {self.name!r} defined at {self.location}'
+
+  def __repr__(self):
+    params = ', '.join(ft.describe(s) for s in self._parameter_specs)
+    return f'<tf_computation {self.name}({params})>'
+
+
+def tf_computation(*args):
+  """Decorator: `@tf_computation(type, ...)`, `@tf_computation`, or
+  `tf_computation(fn, type, ...)`; a type is a spec structure or any of TFF's
+  spellings (`tf.float32`, `TensorType(...)`, `SequenceType(...)`, ...)."""
+  location = ir.user_location()
+  if args and callable(args[0]) and not ft.is_type(args[0]):
+    fn, specs = args[0], args[1:]
+    return TFComputation(fn, specs, location=location)
+  specs = [ft.to_member(spec, 'tf_computation input signature')
+           for spec in args]
+
+  def decorate(fn):
+    if not callable(fn):
+      raise ir.FederatedError(
+          f'tf_computation at {location}: expected a function to decorate, '
+          f'got {ir.describe_object(fn)}.')
+    return TFComputation(fn, specs, location=location)
+
+  return decorate
+
+
+def _leaves(spec, arg):
+  """`arg`'s leaves at `spec`'s leaves: a Python list where a tensor goes is
+  that tensor's value, not a structure."""
+  try:
+    return nest.flatten_up_to(spec, arg, check_types=False)
+  except (TypeError, ValueError, KeyError, IndexError):
+    return tf.nest.flatten(arg)  # The call itself then says what is wrong.
+
+
+class FederatedComputation:
+  """Python that combines intrinsics, traced into an `ir.Graph`."""
+
+  def __init__(self, fn, parameter_types, name=None, location=None):
+    self.location = location or ir.user_location()
+    _check_parameter_types(parameter_types, self.location)
+    self._fn = fn
+    self._parameter_types = tuple(parameter_types)
+    self.name = name or getattr(fn, '__name__', 'federated_computation')
+    self._graph = None
+    try:
+      inspect.signature(fn).bind(*self._parameter_types)
+    except TypeError as e:
+      raise ir.FederatedError(
+          f'federated_computation {self.name!r} at {self.location} is given '
+          f'{len(self._parameter_types)} parameter types, which do not fit '
+          f'its parameters ({e}): one type per parameter, as in '
+          '@federated_computation(type_at_server(T), type_at_clients(U)).'
+      ) from None
+    except ValueError:
+      pass  # No signature to check (a builtin); tracing will tell.
+
+  @property
+  def parameter_types(self):
+    return self._parameter_types
+
+  def trace(self):
+    """The `ir.Graph` of this computation (traced once)."""
+    if self._graph is None:
+      try:
+        names = list(inspect.signature(self._fn).parameters)
+      except (TypeError, ValueError):
+        names = []
+      names += [f'arg{i}' for i in range(len(names), len(self._parameter_types))]
+      parameters = tuple(ir.Value(t, name=n)
+                         for t, n in zip(self._parameter_types, names))
+      graph = ir.Graph(self.name, parameters, [], None)
+      with ir.tracing(graph):
+        graph.result = self._fn(*parameters)
+      for leaf in tf.nest.flatten(graph.result):
+        if not isinstance(leaf, ir.Value):
+          raise ir.FederatedError(
+              f'{self.describe_for_error()} returned '
+              f'{ir.describe_object(leaf)}; it must return federated values '
+              '(use federated_value for constants).')
+      self._graph = graph
+    return self._graph
+
+  @property
+  def result_types(self):
+    return tf.nest.map_structure(lambda v: v.type_signature,
+                                 self.trace().result)
+
+  def __call__(self, *args):
+    if ir._TRACE.stack:  # pylint: disable=protected-access
+      # Composition: inline into the computation being traced.
+      if len(args) != len(self._parameter_types):
+        raise ir.FederatedError(
+            f'{self.describe_for_error()} called at {ir.user_location()} '
+            f'with {len(args)} arguments; it takes '
+            f'{len(self._parameter_types)}.')
+      for arg, t in zip(args, self._parameter_types):
+        if not isinstance(arg, ir.Value) or not _fits(arg.type_signature, t):
+          raise ir.FederatedError(
+              f'{self.describe_for_error()} called at {ir.user_location()} '
+              f'expects {t}, got {ir.describe_object(arg)}.')
+      return self._fn(*args)
+    from canonical.executors import reference  # pylint: disable=g-import-not-at-top
+    return reference.run(self, *args)
+
+  def describe_for_error(self):
+    return f'federated_computation {self.name!r} defined at {self.location}'
+
+  def __repr__(self):
+    params = ', '.join(str(t) for t in self._parameter_types)
+    return f'<federated_computation {self.name}({params})>'
+
+
+def _check_parameter_types(parameter_types, location):
+  for t in parameter_types:
+    if not isinstance(t, ft.FederatedType):
+      hint = (' Its parameters are all placed or all unplaced (then it is a '
+              'computation at one place, a tf_computation): write '
+              'type_at_server(T) or type_at_clients(T) for a placed one.'
+              if ft.is_type(t) else '')
+      raise ir.FederatedError(
+          f'federated_computation at {location}: its parameter types must be '
+          'FederatedTypes (type_at_server / type_at_clients), got '
+          f'{ir.describe_object(t)}.{hint}')
+
+
+def _fits(actual, expected):
+  return (actual.placement == expected.placement and
+          ft.same_member(actual.member, expected.member))
+
+
+def _unplaced(types):
+  """Whether every parameter type is unplaced (a member type)."""
+  return bool(types) and all(
+      not isinstance(t, ft.FederatedType) and ft.is_type(t) for t in types)
+
+
+def _computation(fn, types, location):
+  if _unplaced(types):
+    # TFF lets a federated computation take unplaced values (a tutorial's
+    # `local_train` over one client's batches): it runs at one place, which
+    # is what a tf_computation is here; federated_map then applies it.
+    return TFComputation(fn, types, location=location)
+  return FederatedComputation(fn, types, location=location)
+
+
+def federated_computation(*args):
+  """Decorator: `@federated_computation(type_at_server(T), type_at_clients(T))`;
+  bare `@federated_computation` for no parameter; or
+  `federated_computation(fn, type, ...)`. With only unplaced parameter types
+  (`tf.float32`, `SequenceType(T)`, ...) the result is a tf_computation."""
+  location = ir.user_location()
+  if args and callable(args[0]) and not isinstance(
+      args[0], ft.FederatedType) and not ft.is_type(args[0]):
+    return _computation(args[0], args[1:], location)
+  if not _unplaced(args):
+    _check_parameter_types(args, location)
+
+  def decorate(fn):
+    if not callable(fn):
+      raise ir.FederatedError(
+          f'federated_computation at {location}: expected a function to '
+          f'decorate, got {ir.describe_object(fn)}.')
+    return _computation(fn, args, location)
+
+  return decorate

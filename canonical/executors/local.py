@@ -1,0 +1,95 @@
+"""`run_round`: a plain local loop over a canonical form's pieces.
+
+prepare -> work per client -> zero/accumulate over groups of clients -> merge
+the groups' accumulators in a tree -> report -> update. The grouping and the
+merge tree are drawn from `merge_seed`, so tests can check that a form's result
+does not depend on how the aggregation tier happens to combine clients.
+A form's secure sums run the masking protocol of `canonical.secagg`, all
+parties in this process.
+"""
+
+import numpy as np
+
+from canonical.secagg import sums as secure_sums
+
+
+def run_round(form, state, client_data, client_states=None, merge_seed=None,
+              secure_threshold=None, secure_seed=None, secure_neighbors=None):
+  """Runs one round: `(state, metrics)`, then the new `client_states` if the
+  form keeps client state, then the `client_outputs` (one per client) if its
+  work returns per-client outputs: as `next` returns them.
+
+  `client_data` holds one entry per participating client (a tf.data.Dataset or
+  tensors, as the form's D says); `client_states` one state per client when the
+  form keeps client state (None for a client new to the round: the form's
+  `client_state_init` makes its state). With `merge_seed`, clients are split into random
+  groups whose accumulators merge in a random binary tree; otherwise they fold
+  in order. Secure sums need `secure_threshold` surviving clients (default:
+  a majority); `secure_seed` makes their masks reproducible (tests only);
+  `secure_neighbors=k` masks each client with k ring neighbors only
+  (SecAgg+, `canonical.secagg.graph`) instead of with every other client.
+  """
+  client_data = list(client_data)
+  if form.has_client_state:
+    client_states = list(client_states if client_states is not None else
+                         [None] * len(client_data))
+    if len(client_states) != len(client_data):
+      raise ValueError('run_round: a form with client state needs one client '
+                       f'state per client: {len(client_data)} clients, '
+                       f'{len(client_states)} states.')
+    client_states = [form.client_state_init() if s is None else s
+                     for s in client_states]
+  elif client_states is not None:
+    raise ValueError(f'run_round: form {form.name!r} keeps no client state, '
+                     'but client_states were given.')
+  broadcast = form.prepare(state)
+  updates, secure, new_client_states, client_outputs = [], [], [], []
+  for i, data in enumerate(client_data):
+    d = (data, client_states[i]) if form.has_client_state else data
+    update, y = form.work(d, broadcast)
+    plain, secure_part = form.split_update(update)
+    updates.append(plain)
+    secure.append(secure_part)
+    client_state, outputs = form.split_client_result(y)
+    new_client_states.append(client_state)
+    client_outputs.append(outputs)
+  aggregate = form.report(_aggregate(form, updates, merge_seed))
+  secure_results = ()
+  if form.has_secure_sums:
+    secure_results, _ = secure_sums.masked_sum(
+        form.secure_sums, secure_sums.flat_parameters(
+            form.secure_parameters(state)), secure, form.secure_update_spec,
+        threshold=secure_threshold, seed=secure_seed,
+        neighbors=secure_neighbors)
+  new_state, metrics = form.update(
+      state, form.server_aggregate(aggregate, secure_results))
+  result = (new_state, metrics)
+  if form.has_client_state:
+    result += (new_client_states,)
+  if form.has_client_outputs:
+    result += (client_outputs,)
+  return result
+
+
+def _aggregate(form, updates, merge_seed):
+  if merge_seed is None:
+    accumulator = form.zero()
+    for update in updates:
+      accumulator = form.accumulate(accumulator, update)
+    return accumulator
+  rng = np.random.default_rng(merge_seed)
+  order = rng.permutation(len(updates))
+  num_groups = int(rng.integers(1, max(len(updates), 1) + 1))
+  groups = np.array_split(order, num_groups)
+  accumulators = []
+  for group in groups:
+    accumulator = form.zero()
+    for i in group:
+      accumulator = form.accumulate(accumulator, updates[i])
+    accumulators.append(accumulator)
+  while len(accumulators) > 1:  # Merge random pairs: a random binary tree.
+    i, j = sorted(rng.choice(len(accumulators), 2, replace=False))
+    merged = form.merge(accumulators[i], accumulators[j])
+    accumulators = [a for k, a in enumerate(accumulators) if k not in (i, j)]
+    accumulators.append(merged)
+  return accumulators[0]

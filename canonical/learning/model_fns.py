@@ -1,0 +1,48 @@
+"""What users pass as a model and as optimizers, made into ours."""
+
+import keras
+
+from canonical.learning import keras_optimizers
+from canonical.learning import model as model_lib
+from canonical.learning import optimizers
+
+
+def functional_model_of(model_fn, who):
+  """The `FunctionalModel` that `model_fn` names.
+
+  `model_fn` is a no-argument function returning a `FunctionalModel` (TFF's
+  pattern), or returning a built `keras.Model` (wrapped with the default
+  sparse cross-entropy loss on logits and accuracy), or a `FunctionalModel`
+  itself (which saves building the Keras model once per builder).
+  """
+  if isinstance(model_fn, model_lib.FunctionalModel):
+    return model_fn
+  if not callable(model_fn):
+    raise TypeError(f'{who}: model_fn must be a no-argument function returning '
+                    f'a canonical.learning.FunctionalModel, got {model_fn!r}.')
+  model = model_fn()
+  if isinstance(model, model_lib.FunctionalModel):
+    return model
+  if isinstance(model, keras.Model):
+    return model_lib.FunctionalModel(model)
+  raise TypeError(
+      f'{who}: model_fn returned {type(model).__name__}; it must return a '
+      'canonical.learning.FunctionalModel (e.g. FunctionalModel.from_keras('
+      'builder)) or a built keras.Model.')
+
+
+def optimizer_of(optimizer_fn, who):
+  """The pure `Optimizer` that `optimizer_fn()` returns (or `optimizer_fn`
+  itself); a Keras optimizer is translated from its config
+  (`keras_optimizers.from_keras`)."""
+  optimizer = optimizer_fn
+  if not isinstance(optimizer, optimizers.Optimizer) and callable(optimizer):
+    optimizer = optimizer()
+  if keras_optimizers.is_keras_optimizer(optimizer):
+    return keras_optimizers.from_keras(optimizer, who)
+  if not isinstance(optimizer, optimizers.Optimizer):
+    raise TypeError(
+        f'{who} must return a pure optimizer such as '
+        'canonical.learning.sgd(0.1), or a Keras SGD, Adam, Adagrad or '
+        f'RMSprop, got {type(optimizer).__name__}.')
+  return optimizer

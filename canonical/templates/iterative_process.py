@@ -1,0 +1,209 @@
+"""`IterativeProcess`: initialize + next, optionally with state kept at each client."""
+
+import tensorflow as tf
+
+from canonical.core import computations
+from canonical.core import evaluation
+from canonical.core import intrinsics
+from canonical.core import ir
+from canonical.core import types as ft
+
+
+class IterativeProcess:
+  """`initialize() -> server state`; `next(state, data[, client_state])`.
+
+  `initialize` is a tf_computation with no argument, or (as in TFF) a
+  federated_computation with no parameter returning a SERVER value; it
+  becomes the form's ( -> S) piece either way (`self.initialize` is then a
+  tf_computation running its server ops, `self.initialize_graph` its trace).
+
+  `next` returns `(server_state, metrics)`, or with client state
+  `(server_state, metrics, client_state)`; then `client_state_initializer`
+  (a tf_computation with no argument) makes a new client's first state.
+  Either may end with one more CLIENTS value: per-client outputs (a client's
+  own metrics, say), returned by the executors but never aggregated nor kept.
+  `encoders` optionally describes the encoder applied to each tensor that
+  travels (tensor name -> description), for the form's summary.
+  """
+
+  def __init__(self, initialize, next, client_state_initializer=None,  # pylint: disable=redefined-builtin
+               encoders=None):
+    location = ir.user_location()
+    self.location = location
+    self.initialize_graph = None
+    if isinstance(initialize, computations.FederatedComputation):
+      initialize, self.initialize_graph = initialize_at_server(
+          initialize, location)
+    elif not isinstance(initialize, computations.TFComputation) or (
+        initialize.parameter_specs):
+      raise ir.FederatedError(
+          f'IterativeProcess at {location}: initialize must be a '
+          'tf_computation with no argument, or a federated_computation with '
+          'no parameter returning a SERVER value (the server state), got '
+          f'{ir.describe_object(initialize)}.')
+    if not isinstance(next, computations.FederatedComputation):
+      raise ir.FederatedError(
+          f'IterativeProcess at {location}: next must be a '
+          f'federated_computation, got {ir.describe_object(next)}.')
+    self.initialize = initialize
+    self.next = next
+    self.client_state_initializer = client_state_initializer
+    # Tensor -> description of its encoder, carried into the compiled form.
+    self.encoders = dict(encoders or {})
+    self._check_signature()
+
+  @property
+  def has_client_state(self):
+    return self.client_state_initializer is not None
+
+  @property
+  def has_client_outputs(self):
+    """Whether `next` returns per-client outputs after everything else."""
+    return len(self.next.trace().result) > (3 if self.has_client_state else 2)
+
+  @property
+  def state_spec(self):
+    return self.initialize.result_spec
+
+  def _check_signature(self):
+    params = self.next.parameter_types
+    expected = 3 if self.has_client_state else 2
+    where = (f'IterativeProcess next {self.next.name!r} (defined at '
+             f'{self.next.location})')
+    if len(params) != expected:
+      hint = (' (with client state: server state, client data, client state)'
+              if self.has_client_state else
+              ' (server state, client data); pass client_state_initializer to '
+              'keep state at clients')
+      raise ir.FederatedError(f'{where} must take {expected} parameters'
+                              f'{hint}, it takes {len(params)}.')
+    state_type, data_type = params[0], params[1]
+    if state_type.placement != ft.SERVER or not ft.same_member(
+        state_type.member, self.state_spec):
+      raise ir.FederatedError(
+          f'{where}: its first parameter is {state_type}, but initialize '
+          f'returns {ft.describe(self.state_spec)}@SERVER.')
+    if data_type.placement != ft.CLIENTS:
+      raise ir.FederatedError(f'{where}: client data must be placed at '
+                              f'CLIENTS, got {data_type}.')
+    if self.has_client_state:
+      init = self.client_state_initializer
+      if not isinstance(init, computations.TFComputation) or (
+          init.parameter_specs):
+        raise ir.FederatedError(
+            f'IterativeProcess at {self.location}: client_state_initializer '
+            'must be a tf_computation with no argument, got '
+            f'{ir.describe_object(init)}.')
+      if params[2].placement != ft.CLIENTS or not ft.same_member(
+          params[2].member, init.result_spec):
+        raise ir.FederatedError(
+            f'{where}: its client state parameter is {params[2]}, but '
+            'client_state_initializer returns '
+            f'{ft.describe(init.result_spec)}.')
+    result = self.next.trace().result
+    if not isinstance(result, (tuple, list)) or len(result) not in (
+        expected, expected + 1):
+      raise ir.FederatedError(
+          f'{where} must return a tuple of {expected}: (server state, metrics'
+          f'{", client state" if self.has_client_state else ""}), or of '
+          f'{expected + 1} ending with per-client outputs (placed at '
+          'CLIENTS).')
+    if len(result) == expected + 1:
+      _check_client_outputs(where, result[-1])
+    new_state, metrics = result[0], result[1]
+    for part, what in ((new_state, 'the new server state'),
+                       (metrics, 'the metrics')):
+      for leaf in tf.nest.flatten(part):
+        if leaf.placement != ft.SERVER:
+          raise ir.FederatedError(
+              f'{where} returns {leaf!r} as part of {what}, but it is placed '
+              f'at CLIENTS{_producer_hint(leaf)}; client values reach the '
+              'server only through an aggregation (federated_sum, '
+              'federated_mean, federated_aggregate, ...).')
+    state_member = tf.nest.map_structure(lambda v: v.member, new_state)
+    if not ft.same_member(_flat_member(state_member), _flat_member(
+        self.state_spec)):
+      raise ir.FederatedError(
+          f'{where} returns a new server state of type '
+          f'{ft.describe(state_member)}, but the state is '
+          f'{ft.describe(self.state_spec)}.')
+    if self.has_client_state:
+      for leaf in tf.nest.flatten(result[2]):
+        if leaf.placement != ft.CLIENTS:
+          raise ir.FederatedError(
+              f'{where} returns {leaf!r} as client state{_producer_hint(leaf)};'
+              ' it must be placed at CLIENTS (federated_broadcast a server '
+              'value to keep it at the clients).')
+      state_member = tf.nest.map_structure(lambda v: v.member, result[2])
+      if not ft.same_member(_flat_member(state_member),
+                            _flat_member(params[2].member)):
+        raise ir.FederatedError(
+            f'{where} returns a new client state of type '
+            f'{ft.describe(state_member)}, but the client state is '
+            f'{ft.describe(params[2].member)}.')
+
+
+def _check_client_outputs(where, outputs):
+  leaves = tf.nest.flatten(outputs)
+  if not leaves:
+    raise ir.FederatedError(
+        f'{where} returns an empty structure as per-client outputs; return '
+        'only (server state, metrics) when there are none.')
+  for leaf in leaves:
+    if leaf.placement != ft.CLIENTS:
+      raise ir.FederatedError(
+          f'{where} returns {leaf!r} as per-client outputs (its last '
+          f'result){_producer_hint(leaf)}; they must be placed at CLIENTS. '
+          'Server-side results belong in the metrics.')
+    if ft.has_dataset(leaf.member):
+      raise ir.FederatedError(
+          f'{where} returns {leaf!r} as per-client outputs'
+          f'{_producer_hint(leaf)}; only tensors leave a client, not '
+          'datasets.')
+
+
+def initialize_at_server(computation, location):
+  """A federated `initialize` as a tf_computation running its server ops,
+  and its trace (IterativeProcess and MeasuredProcess take either kind). It runs once, at the server, before any client exists."""
+  where = (f'IterativeProcess at {location}: initialize '
+           f'{computation.describe_for_error()}')
+  if computation.parameter_types:
+    raise ir.FederatedError(
+        f'{where} must take no parameter, it takes '
+        f'{len(computation.parameter_types)}.')
+  graph = computation.trace()
+  for leaf in tf.nest.flatten(graph.result):
+    if leaf.placement != ft.SERVER:
+      raise ir.FederatedError(
+          f'{where} returns {leaf!r}{_producer_hint(leaf)}: the server state '
+          'must be placed at SERVER (federated_value(..., SERVER) or '
+          'federated_eval(..., SERVER)).')
+  needed = ir.upstream_ops(graph.result_values())
+  ops = [op for op in graph.ops if id(op) in needed]
+  for op in ops:
+    if (op.output.placement != ft.SERVER or op.kind in intrinsics.AGGREGATIONS
+        or op.kind == 'federated_broadcast'):
+      raise ir.FederatedError(
+          f'{where}: {op.describe()} involves the clients, but initialize '
+          'runs once at the server, before any client takes part. Make the '
+          'state from SERVER values only (federated_value, federated_eval, '
+          'federated_apply).')
+
+  def initialize():
+    env = evaluation.evaluate(ops, {})
+    return tf.nest.map_structure(lambda v: env[id(v)], graph.result)
+
+  return computations.TFComputation(
+      initialize, (), name=computation.name,
+      location=computation.location), graph
+
+
+def _producer_hint(value):
+  op = value.producer
+  if op is not None:
+    return f' (made by {op.describe()})'
+  return f' (it is the parameter {value.name!r})' if value.name else ''
+
+
+def _flat_member(member):
+  return tf.nest.flatten(member)

@@ -1,0 +1,83 @@
+"""`MeasuredProcess`: a stateful federated building block (a broadcast, a mean).
+
+Like TensorFlow Federated's: `initialize` makes the block's server state and
+`next` advances it by one round. `next` is a federated_computation, so calling
+it while tracing another federated computation inlines it: that is how federated
+averaging composes an encoded broadcast and an encoded mean into its round.
+"""
+
+from canonical.core import computations
+from canonical.core import ir
+from canonical.templates import iterative_process as process_lib
+
+
+class MeasuredProcess:
+  """`initialize` and `next` (a federated_computation).
+
+  `initialize` is a tf_computation with no argument, or a federated_computation
+  with no parameter returning a SERVER value, as for `IterativeProcess`.
+
+  `encoders` is the flat tuple of platform encoders the process applies, one per
+  tensor (empty for an unencoded process). With `client_state_initializer` (a
+  tf_computation, no argument) the process also keeps state at each client
+  (error feedback residuals): `next` then takes that state as its last
+  argument and returns the new one as its last result.
+  """
+
+  def __init__(self, initialize, next, value_spec, encoders=(),  # pylint: disable=redefined-builtin
+               client_state_initializer=None, name='process'):
+    if isinstance(initialize, computations.FederatedComputation):
+      initialize, _ = process_lib.initialize_at_server(
+          initialize, ir.user_location())
+    elif not isinstance(initialize, computations.TFComputation) or (
+        initialize.parameter_specs):
+      raise ir.FederatedError(
+          f'{name}: initialize must be a tf_computation with no argument, or '
+          'a federated_computation with no parameter returning a SERVER '
+          f'value, got {ir.describe_object(initialize)}.')
+    if not isinstance(next, computations.FederatedComputation):
+      raise ir.FederatedError(
+          f'{name}: next must be a federated_computation, got '
+          f'{ir.describe_object(next)}.')
+    self.initialize = initialize
+    self.next = next
+    self.value_spec = value_spec
+    self.encoders = tuple(encoders)
+    self.client_state_initializer = client_state_initializer
+    self.name = name
+
+  @property
+  def state_spec(self):
+    return self.initialize.result_spec
+
+  @property
+  def has_client_state(self):
+    return self.client_state_initializer is not None
+
+  @property
+  def encoded_bits(self):
+    """Bits of one encoded value (all tensors), or None if unencoded."""
+    if not self.encoders:
+      return None
+    return sum(encoder.encoded_bits for encoder in self.encoders)
+
+  def __repr__(self):
+    return f'<MeasuredProcess {self.name}>'
+
+
+class Treatment:
+  """What a process does to one tensor of its value, when that is not a
+  `te` encoder (secure or private aggregation): a description and the bits
+  one client sends for it."""
+
+  def __init__(self, spec, bits_per_value, description):
+    self.spec = spec
+    self.bits_per_value = bits_per_value
+    self.description = description
+
+  @property
+  def encoded_bits(self):
+    return self.spec.shape.num_elements() * self.bits_per_value
+
+  def __repr__(self):
+    return self.description
