@@ -16,13 +16,13 @@ from beam_runner.driver.runner import run
 from beam_runner.driver.runner import RunResult
 from beam_runner.driver.runner import sample_clients
 from beam_runner.engines import EngineError
+from beam_runner import testing
 from beam_runner.worker_io.client_data import ClientDataError
 from beam_runner.worker_io.client_data import InMemoryClientData
 from beam_runner.worker_io.client_data import TFRecordClientData
 from beam_runner.worker_io.client_data import write_client_data
 from beam_runner.worker_io.form_source import FormSource
 from beam_runner.worker_io.sandbox import Isolation
-from beam_runner import testing
 from canonical import _moved
 
 _moved.register({

@@ -21,12 +21,12 @@ import importlib
 import os
 import sys
 
+from beam_runner.options import add_engine_arguments
+from beam_runner.options import beam_options
+from beam_runner.options import UsageError
+
 USAGE_ERROR = 2
 ROUND_FAILED = 1
-
-
-class UsageError(Exception):
-  """Bad command line input; the message says which and why."""
 
 
 def _parser():
@@ -90,32 +90,6 @@ def _parser():
                      help='the directory to write (local or a URL); Beam '
                      'filesystem flags such as --s3_endpoint_url apply')
   return parser
-
-
-def add_engine_arguments(parser):
-  """The flags that shape the pipelines, not the results (shared with the
-  pipelines' command lines)."""
-  parser.add_argument('--rounds-per-pipeline', type=int, default=None,
-                      help='rounds chained in one Beam pipeline (default: '
-                      'decided by measurement)')
-  parser.add_argument('--clients-per-element', type=int, default=None,
-                      help='clients one pipeline element runs (default: '
-                      'enough elements to keep every worker busy)')
-
-
-def beam_options(flags, program='beam_runner'):
-  """`PipelineOptions` from the flags left over; UsageError on unknown ones
-  (`program`: who else did not know them)."""
-  from beam_runner import engines  # pylint: disable=g-import-not-at-top  # Registers --dask_*.
-  options = engines.pipeline_options_of(list(flags))
-  unknown = set(options.get_all_options(retain_unknown_options=True)) - set(
-      options.get_all_options())
-  stray = [f for f in flags if f.startswith('-') and not f.startswith('--')]
-  if unknown or stray:
-    names = sorted('--' + n for n in unknown) + stray
-    raise UsageError(f'unknown flag(s) {", ".join(names)}: neither '
-                     f'{program} nor Beam\'s PipelineOptions knows them.')
-  return options
 
 
 def run_command(args, flags):
@@ -182,26 +156,21 @@ def write_clients_command(args):
 def main(argv=None):
   """Runs the command line; returns the exit status."""
   args, flags = _parser().parse_known_args(argv)
-  from beam_runner.worker_io import client_data  # pylint: disable=g-import-not-at-top
-  from beam_runner import engines  # pylint: disable=g-import-not-at-top
-  from beam_runner.driver import run_dir  # pylint: disable=g-import-not-at-top
   from beam_runner.driver import runner  # pylint: disable=g-import-not-at-top
-  from canonical import form  # pylint: disable=g-import-not-at-top
+  from canonical import errors  # pylint: disable=g-import-not-at-top
   from canonical import io as storage  # pylint: disable=g-import-not-at-top
-  bad_input = (UsageError, client_data.ClientDataError, run_dir.RunDirError,
-               form.FormError, engines.EngineError, storage.StorageError)
   try:
     if args.command == 'run':
       run_command(args, flags)
     else:
       storage.configure(beam_options(flags))  # e.g. --s3_endpoint_url.
       write_clients_command(args)
-  except bad_input as e:
-    print(f'error: {e}', file=sys.stderr)
-    return USAGE_ERROR
   except runner.RoundError as e:
     print(f'error: {e}', file=sys.stderr)
     return ROUND_FAILED
+  except errors.Error as e:  # Bad input, or an engine or storage unreached.
+    print(f'error: {e}', file=sys.stderr)
+    return USAGE_ERROR
   return 0
 
 

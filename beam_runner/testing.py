@@ -15,12 +15,13 @@ import tempfile
 import numpy as np
 import tensorflow as tf
 
-import canonical
-from beam_runner.worker_io import client_data as client_data_lib
-from beam_runner import engines
 from beam_runner.driver import run_dir
 from beam_runner.driver import runner
+from beam_runner import engines
+from beam_runner.worker_io import client_data as client_data_lib
 from beam_runner.worker_io import tensor_io
+import canonical
+from canonical import errors
 from canonical.executors import reference
 
 RUNNING_MODES = ('in_memory', 'multi_threading', 'multi_processing')
@@ -29,7 +30,7 @@ RUNNING_MODES = ('in_memory', 'multi_threading', 'multi_processing')
 def pipeline_options_for(running_mode, num_workers=2):
   """Beam options for a DirectRunner mode; None: the in-process runner."""
   if running_mode not in RUNNING_MODES:
-    raise ValueError(f'running_mode must be one of {RUNNING_MODES}, got '
+    raise errors.InvalidValueError(f'running_mode must be one of {RUNNING_MODES}, got '
                      f'{running_mode!r}.')
   if running_mode == 'in_memory':
     return None  # beam_runner.run's in-process FnApiRunner: no Prism download.

@@ -30,10 +30,10 @@ import time
 import tensorflow as tf
 
 import canonical
-import encoders as te
+from canonical import learning
 from canonical.learning import algorithms
 from canonical.learning import framework
-from canonical import learning
+import encoders as te
 
 TARGET_SECONDS = 1.0
 LOAD_TARGET_SECONDS = 1.0

@@ -64,9 +64,9 @@ import tensorflow as tf
 import beam_runner
 import canonical as cf
 from canonical import secagg
-from canonical.secagg import sums as secure_sums
 from canonical.secagg import kdf
 from canonical.secagg import masks
+from canonical.secagg import sums as secure_sums
 
 TARGET_RATIO = 2.0
 TARGET_CLIENTS = 100

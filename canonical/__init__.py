@@ -2,19 +2,16 @@
 
 `import canonical as tff`: the federated language (`core`), processes
 (`templates`), the compiler (`compiler`) to `CanonicalForm` (`form`), the
-executors (`executors`), forms on disk (`saving`), storage (`io`), and, on
-first use, `learning`, `aggregators`, `privacy`, `secagg` and `simulation`.
+executors (`executors`), forms on disk (`saving`), storage (`io`), secure
+aggregation (`secagg`), and, on first use, `learning`, `aggregators`,
+`privacy`, `simulation` and `backends`. Every error it raises is an `Error`.
 """
 
 from canonical import _moved
-
-from canonical.executors import reference
 from canonical.compiler import compile  # pylint: disable=redefined-builtin
 from canonical.core.computations import federated_computation
 from canonical.core.computations import tf_computation
-from canonical.form import CanonicalForm
-from canonical.form import FormError
-from canonical.form import Piece
+from canonical.core import context as _context
 from canonical.core.intrinsics import federated_aggregate
 from canonical.core.intrinsics import federated_apply
 from canonical.core.intrinsics import federated_broadcast
@@ -29,12 +26,9 @@ from canonical.core.intrinsics import federated_secure_sum_bitwidth
 from canonical.core.intrinsics import federated_sum
 from canonical.core.intrinsics import federated_value
 from canonical.core.intrinsics import federated_zip
-from canonical.core.ir import FederatedError
-from canonical.executors.local import run_round
-from canonical.templates.iterative_process import IterativeProcess
-from canonical.core.sequences import sequence_map
-from canonical.core.sequences import sequence_reduce
-from canonical.core.sequences import sequence_sum
+from canonical.core.intrinsics import sequence_map
+from canonical.core.intrinsics import sequence_reduce
+from canonical.core.intrinsics import sequence_sum
 from canonical.core.types import CLIENTS
 from canonical.core.types import clients
 from canonical.core.types import FederatedType
@@ -47,17 +41,26 @@ from canonical.core.types import TensorType
 from canonical.core.types import to_type
 from canonical.core.types import type_at_clients
 from canonical.core.types import type_at_server
+from canonical.errors import Error
+from canonical.errors import FederatedError
+from canonical.executors.local import run_round
+from canonical.executors import reference
+from canonical.form import CanonicalForm
+from canonical.form import FormError
+from canonical.form import Piece
 from canonical.saving import fingerprint
 from canonical.saving import load
 from canonical.saving import save
-
+from canonical.templates import IterativeProcess
 
 _moved.register(_moved.CANONICAL)
+# A federated computation called from Python runs by its plain meaning.
+_context.set_executor(reference.run)
 
-# Subpackages imported on first use: they bring Keras, dp-accounting or the
-# secure-aggregation protocol, which the language alone does not need.
-_ON_FIRST_USE = ('aggregators', 'backends', 'learning', 'privacy', 'secagg',
-                 'simulation', 'templates')
+# Subpackages imported on first use: they bring Keras or dp-accounting, which
+# the language alone does not need.
+_ON_FIRST_USE = ('aggregators', 'backends', 'learning', 'privacy',
+                 'simulation')
 
 
 def __getattr__(name):

@@ -15,8 +15,10 @@ import importlib.util
 import os
 import sys
 
+from canonical import errors
 
-class CommandError(Exception):
+
+class CommandError(errors.Error):
   """Bad input to a command: printed as is, exit code 1."""
 
 
@@ -123,7 +125,7 @@ def main(argv=None):
   args = parser.parse_args(argv)
   try:
     args.run(args)
-  except CommandError as e:
+  except errors.Error as e:
     print(f'python -m canonical {args.command}: error: {e}', file=sys.stderr)
     return 1
   return 0

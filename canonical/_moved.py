@@ -6,6 +6,7 @@ patching it patches the module the code uses); where a module was split, the
 old name gathers the public names of its homes, the first home winning.
 """
 
+import functools
 import importlib
 import importlib.abc
 import importlib.util
@@ -47,6 +48,7 @@ class _OldPaths(importlib.abc.MetaPathFinder, importlib.abc.Loader):
                               if not k.startswith('_')})
     if self.is_package(name):
       module.__path__ = []
+      module.__getattr__ = functools.partial(attribute, name)
 
 
 _FINDER = _OldPaths()
@@ -69,13 +71,15 @@ def attribute(package, name):
 
 
 CANONICAL = {
-    'canonical.aggregations': ['canonical.core.aggregations'],
+    'canonical.aggregations': ['canonical.core.intrinsics.registry',
+                               'canonical.core.intrinsics.means'],
     'canonical.computations': ['canonical.core.computations'],
     'canonical.dataset_seeds': ['canonical.core.dataset_seeds'],
     'canonical.evaluation': ['canonical.core.evaluation'],
     'canonical.intrinsics': ['canonical.core.intrinsics'],
-    'canonical.ir': ['canonical.core.ir'],
-    'canonical.sequences': ['canonical.core.sequences'],
+    'canonical.ir': ['canonical.core.ir', 'canonical.core.naming',
+                     'canonical.errors'],
+    'canonical.sequences': ['canonical.core.intrinsics.sequences'],
     'canonical.types': ['canonical.core.types'],
     'canonical.process': ['canonical.templates.iterative_process'],
     'canonical.reference': ['canonical.executors.reference'],

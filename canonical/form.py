@@ -30,16 +30,16 @@ import functools
 
 import tensorflow as tf
 
-from canonical.core import ir
-from canonical.secagg import sums as secure_sums_lib
 from canonical.core import types as ft
+from canonical import errors
+from canonical.secagg import sums as secure_sums_lib
 from encoders.core import structures
 
 PIECES = ('initialize', 'prepare', 'work', 'zero', 'accumulate', 'merge',
           'report', 'update')
 
 
-class FormError(TypeError):
+class FormError(errors.Error, TypeError):
   """A canonical form is malformed (pieces whose types do not connect), or a
   form file is unusable; the message names the piece or file and the problem."""
 
@@ -77,7 +77,7 @@ class Piece:
         self._concrete = tf.function(
             traced, input_signature=list(self.input_specs),
             autograph=False).get_concrete_function()
-      except (FormError, ir.FederatedError):
+      except (FormError, errors.FederatedError):
         raise
       except Exception as e:  # Name the piece on any trace error.
         raise FormError(
@@ -97,13 +97,13 @@ class Piece:
     than `member` says (TF would fail mid-run, naming no piece)."""
     mismatch = ft.dataset_mismatch(member, value)
     if mismatch:
-      raise ir.FederatedError(
+      raise errors.FederatedError(
           f'Piece {self.name!r} {self.input_signature()}: expected '
           f'{mismatch[0]}, got {mismatch[1]}.')
 
   def __call__(self, *args):
     if len(args) != len(self.input_specs):
-      raise TypeError(f'Piece {self.name!r} takes {len(self.input_specs)} '
+      raise errors.InvalidTypeError(f'Piece {self.name!r} takes {len(self.input_specs)} '
                       f'arguments {self.input_signature()}, got {len(args)}.')
     if self._empty_result is not None and _fits(self.input_specs, args):
       return self._empty_result[0]
@@ -123,7 +123,7 @@ class Piece:
     try:
       return self.concrete_function(*args)
     except TypeError as e:
-      raise TypeError(f'Piece {self.name!r} {self.input_signature()} was '
+      raise errors.InvalidTypeError(f'Piece {self.name!r} {self.input_signature()} was '
                       f'called with arguments that do not fit: {e}') from e
 
   def input_signature(self):

@@ -20,7 +20,7 @@ import json
 import os
 import sys
 
-from beam_runner import engines
+from canonical import errors
 from canonical import io as storage
 from pipelines import fedavg
 from pipelines import reporting
@@ -285,9 +285,9 @@ def main(argv=None):
   if args.quick:
     args.dataset, args.num_clients, args.rounds = 'digits', 20, 5
     args.eval_every = 1
-  from beam_runner import __main__ as beam_cli  # pylint: disable=g-import-not-at-top
+  from beam_runner import options as runner_options  # pylint: disable=g-import-not-at-top
   try:
-    options = beam_cli.beam_options(beam_flags, 'pipelines.compression_study')
+    options = runner_options.beam_options(beam_flags, 'pipelines.compression_study')
     storage.configure(options)
     base = fedavg.Config(
         dataset=args.dataset, partition=args.partition, alpha=args.alpha,
@@ -300,8 +300,7 @@ def main(argv=None):
     settings = [BY_NAME[n] for n in names]
     rows = run_study(base, settings, options,
                      print_fn=lambda line: print(line, flush=True))
-  except (beam_cli.UsageError, fedavg.ConfigError, ValueError,
-          storage.StorageError, engines.EngineError) as e:
+  except errors.Error as e:
     print(f'error: {e}', file=sys.stderr)
     return 2
   plot_path = reporting.plot_accuracy_vs_bits(

@@ -15,6 +15,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from canonical import errors
+
 FASHION_MNIST_DIR = '/usr/share/datasets/fashion-mnist'
 BUILTIN = ('digits', 'fashion_mnist')
 # Labels are class numbers; a larger one means a corrupt file, not a dataset.
@@ -34,7 +36,7 @@ _ROLES = {
 }
 
 
-class DatasetError(ValueError):
+class DatasetError(errors.Error, ValueError):
   """A dataset that is missing or malformed (the message says how to fix it)."""
 
 

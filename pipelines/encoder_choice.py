@@ -6,6 +6,7 @@ compression tutorial does: tensors with fewer elements than the threshold
 more in parameters and error than it saves in bits.
 """
 
+from canonical import errors
 import encoders as te
 
 # name -> (argument meaning or None, default argument, builder(argument, seed)).
@@ -40,7 +41,7 @@ _CHOICES = {
 DEFAULT_THRESHOLD = 10000
 
 
-class EncoderChoiceError(ValueError):
+class EncoderChoiceError(errors.Error, ValueError):
   """An encoder name or argument this module does not know."""
 
 

@@ -34,15 +34,16 @@ import sys
 import tensorflow as tf
 
 import beam_runner
-import canonical
-from beam_runner import __main__ as beam_cli
-from beam_runner import engines
 from beam_runner.driver import run_dir as run_dir_lib
-from canonical import io as storage
+from beam_runner import engines
+from beam_runner import options as runner_options
+import canonical
 from canonical import aggregators
+from canonical import errors
+from canonical import io as storage
+from canonical import learning
 from canonical.learning import algorithms
 from canonical.learning import framework
-from canonical import learning
 from canonical import privacy
 from canonical.secagg import graph as secagg_graph
 from pipelines import datasets
@@ -69,7 +70,7 @@ RUN_DIR = 'run'
 DATA_DIR = 'data'
 
 
-class ConfigError(ValueError):
+class ConfigError(errors.Error, ValueError):
   """Flags that do not make a runnable experiment."""
 
 
@@ -209,7 +210,7 @@ class Config:
       privacy.check_noise_multiplier(self.noise_multiplier)
       privacy.check_delta(self.delta)
       if not self.clip > 0:
-        raise ValueError(f'--clip must be positive, got {self.clip}.')
+        raise errors.InvalidValueError(f'--clip must be positive, got {self.clip}.')
       if self.target_epsilon is not None:
         privacy.check_plan(self.round_noise_multiplier(),
                            self.sampling_probability, self.rounds,
@@ -579,7 +580,7 @@ def build_parser(prog='python -m pipelines.fedavg'):
                        'pass this')
   private.add_argument('--delta', type=float, default=defaults.delta,
                        help='the delta epsilon is reported at')
-  beam_cli.add_engine_arguments(parser.add_argument_group(
+  runner_options.add_engine_arguments(parser.add_argument_group(
       'engine (speed only: results are the same)'))
   parser.add_argument('--output-dir', default=defaults.output_dir,
                       help='a local directory or a URL (s3://bucket/path)')
@@ -598,7 +599,7 @@ def main(argv=None):
   parser = build_parser()
   args, beam_flags = parser.parse_known_args(argv)
   try:
-    options = beam_cli.beam_options(beam_flags, 'pipelines.fedavg')
+    options = runner_options.beam_options(beam_flags, 'pipelines.fedavg')
     storage.configure(options)
     config = config_from_args(args)
     progress = (lambda line: print(line, file=sys.stderr, flush=True)) \
@@ -608,9 +609,7 @@ def main(argv=None):
                             runner_progress=progress,
                             rounds_per_pipeline=args.rounds_per_pipeline,
                             clients_per_element=args.clients_per_element)
-  except (beam_cli.UsageError, ConfigError, datasets.DatasetError,
-          beam_runner.RoundError, beam_runner.RunDirError,
-          beam_runner.EngineError, storage.StorageError, ValueError) as e:
+  except errors.Error as e:
     print(f'error: {e}', file=sys.stderr)
     return 2
   accuracy = result.final_test_accuracy

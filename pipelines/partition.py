@@ -8,10 +8,12 @@ pure function of its arguments.
 
 import numpy as np
 
+from canonical import errors
+
 SCHEMES = ('iid', 'dirichlet', 'shards')
 
 
-class PartitionError(ValueError):
+class PartitionError(errors.Error, ValueError):
   """A partition that cannot be made as asked (e.g. more clients than examples)."""
 
 

@@ -36,9 +36,10 @@ import apache_beam as beam
 import numpy as np
 import tensorflow as tf
 
-from beam_runner.worker_io import client_data as client_data_lib
 from beam_runner import engines
+from beam_runner.worker_io import client_data as client_data_lib
 from beam_runner.worker_io import tfrecords
+from canonical import errors
 from canonical import io as storage
 from pipelines import datasets
 from pipelines import partition as partition_lib
@@ -62,7 +63,7 @@ _LEFTOVER_CLIENT = re.compile(r'client_\d+\.tfrecord')
 _log = logging.getLogger(__name__)
 
 
-class PreparedDataError(ValueError):
+class PreparedDataError(errors.Error, ValueError):
   """An output directory that is not, or not the asked-for, prepared data."""
 
 
@@ -377,7 +378,7 @@ def load_prepared(directory):
   try:
     manifest = json.loads(text)
     if manifest.get('format') != FORMAT:
-      raise ValueError(f'format {manifest.get("format")!r}, not {FORMAT!r}')
+      raise errors.InvalidValueError(f'format {manifest.get("format")!r}, not {FORMAT!r}')
     source = client_data_lib.TFRecordClientData(directory)
     missing = set(manifest['examples_per_client']) - set(source.client_ids())
   except (ValueError, KeyError, TypeError, AttributeError) as e:
@@ -429,18 +430,16 @@ def main(argv=None):
                       required=True, help='a local directory or a URL '
                       '(s3://bucket/path, gs://...)')
   args, beam_args = parser.parse_known_args(argv)
-  from beam_runner import __main__ as beam_cli  # pylint: disable=g-import-not-at-top
+  from beam_runner import options as runner_options  # pylint: disable=g-import-not-at-top
   try:
-    options = beam_cli.beam_options(beam_args, 'pipelines.prepare_data')
+    options = runner_options.beam_options(beam_args, 'pipelines.prepare_data')
     storage.configure(options)
     prepared = prepare(args.dataset, args.output, args.clients,
                        scheme=args.partition, alpha=args.alpha,
                        shards_per_client=args.shards_per_client,
                        batch_size=args.batch_size, seed=args.seed,
                        pipeline_options=options)
-  except (beam_cli.UsageError, datasets.DatasetError,
-          partition_lib.PartitionError, PreparedDataError,
-          storage.StorageError, engines.EngineError) as e:
+  except errors.Error as e:
     print(f'error: {e}', file=sys.stderr)
     return 2
   print(summary_line(prepared))

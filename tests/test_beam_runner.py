@@ -21,9 +21,9 @@ import pytest
 import tensorflow as tf
 
 import beam_runner
-import canonical as cf
 from beam_runner.pipeline import round as round_pipeline
 from beam_runner.worker_io import tensor_io
+import canonical as cf
 from canonical import io as storage
 from example_processes import client_state_process
 from example_processes import no_broadcast_process

@@ -11,8 +11,8 @@ import pytest
 import tensorflow as tf
 
 import beam_runner
-import canonical as cf
 from beam_runner import __main__ as cli
+import canonical as cf
 
 I3 = tf.TensorSpec([3], tf.int32)
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

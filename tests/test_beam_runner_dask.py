@@ -24,14 +24,14 @@ import pytest
 import tensorflow as tf
 
 import beam_runner
-import canonical as cf
-import encoders as te
 from beam_runner import engines
 from beam_runner import testing
+import canonical as cf
+from canonical import learning
 from canonical.learning import algorithms
 from canonical.learning import framework
-from canonical import learning
 from canonical.learning import models
+import encoders as te
 from example_processes import client_state_process
 from example_processes import random_floats
 from example_processes import sum_process

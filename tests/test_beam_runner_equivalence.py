@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import canonical as cf
-import encoders as te
 from beam_runner import testing
+import canonical as cf
+from canonical import learning
 from canonical.learning import algorithms
 from canonical.learning import framework
-from canonical import learning
 from canonical.learning import models
+import encoders as te
 
 from example_processes import (
     F,

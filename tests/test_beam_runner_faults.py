@@ -21,9 +21,9 @@ import pytest
 import tensorflow as tf
 
 import beam_runner
-import canonical as cf
 from beam_runner.driver import tensorboard_log
 from beam_runner.worker_io import tensor_io
+import canonical as cf
 from canonical import io as storage
 from tensor_asserts import assert_same
 

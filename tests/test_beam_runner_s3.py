@@ -19,11 +19,11 @@ import pytest
 import tensorflow as tf
 
 import beam_runner
-import canonical as cf
-from beam_runner import engines
 from beam_runner.driver import tensorboard_log
-from beam_runner.worker_io import tensor_io
+from beam_runner import engines
 from beam_runner import testing
+from beam_runner.worker_io import tensor_io
+import canonical as cf
 from canonical import io as storage
 from example_processes import client_state_process
 from example_processes import random_floats

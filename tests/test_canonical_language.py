@@ -13,6 +13,7 @@ import tensorflow as tf
 
 import canonical as cf
 from canonical.core import ir
+from canonical.core import naming
 from canonical.core import types as ft
 
 import marked_lines
@@ -389,11 +390,12 @@ def test_type_of_each_intrinsic_result():
   assert applied == cf.server(F)
 
 
-def test_location_skips_only_the_language_core():
-  assert ir.is_library_file(cf.compiler.__file__ if hasattr(cf, 'compiler')
-                            else ir.__file__)
-  assert ir.is_library_file(tf.__file__)
-  assert not ir.is_library_file(__file__)
-  learning_dir = os.path.join(os.path.dirname(ir.__file__), 'learning',
-                              'model.py')
-  assert not ir.is_library_file(learning_dir)
+def test_location_skips_only_the_language_and_what_runs_it():
+  package = os.path.dirname(cf.__file__)
+  for library in (cf.__file__, ir.__file__, cf.compiler.__file__,
+                  cf.templates.iterative_process.__file__,
+                  cf.executors.reference.__file__, tf.__file__):
+    assert naming.is_library_file(library), library
+  assert not naming.is_library_file(__file__)
+  for user in (('learning', 'model.py'), ('aggregators', 'mean.py')):
+    assert not naming.is_library_file(os.path.join(package, *user)), user

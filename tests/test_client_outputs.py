@@ -13,8 +13,8 @@ import pytest
 import tensorflow as tf
 
 import canonical as cf
-from canonical import form as form_lib
 from canonical.executors import reference
+from canonical import form as form_lib
 
 import marked_lines
 from tensor_asserts import assert_same

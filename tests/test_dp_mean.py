@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import canonical as cf
 from beam_runner import testing
+import canonical as cf
 from canonical import aggregators
 from canonical.executors import local as local_runner
 from canonical import privacy

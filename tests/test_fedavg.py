@@ -5,14 +5,14 @@ import pytest
 import tensorflow as tf
 
 import canonical as cf
-import encoders as te
-from canonical.core import computations
 from canonical import aggregators
+from canonical.core import computations
+from canonical.core import types as ft
+from canonical import learning
 from canonical.learning import algorithms
 from canonical.learning import framework
-from canonical import learning
-from canonical.core import types as ft
 from canonical.learning import models
+import encoders as te
 
 # 10000 (the tutorial's threshold) would leave every variable of the small
 # model unencoded; above 100 elements, its two dense kernels (4096 and 320

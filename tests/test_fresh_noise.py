@@ -6,8 +6,8 @@ import pytest
 import tensorflow as tf
 
 import canonical as cf
-import encoders as te
 from canonical import aggregators
+import encoders as te
 from encoders.core import seeds
 
 _SPEC = tf.TensorSpec([300], tf.float32)

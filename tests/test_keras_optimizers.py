@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from canonical.learning import algorithms
 from canonical import learning
+from canonical.learning import algorithms
 from canonical.learning import keras_optimizers
 from canonical.learning import models
 

@@ -13,8 +13,8 @@ import pytest
 import tensorflow as tf
 
 import canonical as cf
-from canonical.executors import reference
 from canonical.core import types as ft
+from canonical.executors import reference
 
 import marked_lines
 from tensor_asserts import assert_same

@@ -17,8 +17,8 @@ import tensorflow as tf
 
 import beam_runner
 from beam_runner.secure import round as secure_round
-import canonical
 from beam_runner.worker_io import tensor_io
+import canonical
 from canonical import io as storage
 from pipelines import compression_study
 from pipelines import encoder_choice

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 import beam_runner
-import canonical as cf
-from beam_runner.worker_io import client_data
 from beam_runner.driver import run_lock
+from beam_runner.worker_io import client_data
+import canonical as cf
 from canonical import io as storage
 from example_processes import client_state_process
 from example_processes import weighted_data

@@ -13,8 +13,8 @@ import pytest
 import tensorflow as tf
 
 import beam_runner
-import canonical as cf
 from beam_runner.worker_io import sandbox
+import canonical as cf
 from example_processes import summed_process
 from example_processes import weighted_data
 from example_processes import weighted_mean_process

@@ -12,14 +12,14 @@ import tensorflow as tf
 from tensorflow.python.saved_model import nested_structure_coder
 
 import canonical as cf
-import encoders as te
+from canonical import learning
 from canonical.learning import algorithms
 from canonical.learning import framework
-from canonical import learning
 from canonical.learning import models
 from canonical.saving import envelope
 from canonical.saving import form_file
 from canonical.saving import GraphPiece
+import encoders as te
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 F = tf.TensorSpec([], tf.float32)

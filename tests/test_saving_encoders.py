@@ -10,12 +10,12 @@ import pytest
 import tensorflow as tf
 
 import canonical as cf
-import encoders as te
+from canonical import learning
 from canonical.learning import algorithms
 from canonical.learning import framework
-from canonical import learning
 from canonical.learning import models
 from canonical.saving import form_file
+import encoders as te
 
 _ENCODERS = {
     'identity': te.encoders.identity,

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from canonical import secagg
-from canonical.secagg import sums as secure_sums
 from canonical.secagg import graph
+from canonical.secagg import sums as secure_sums
 
 from test_secagg_protocol import _run_to_masked
 

@@ -13,15 +13,15 @@ import tensorflow as tf
 
 import canonical as cf
 from canonical import compiler
-from canonical import form as form_lib
-from canonical.core import ir
+from canonical import errors
 from canonical.executors import local as local_runner
 from canonical.executors import reference
+from canonical import form as form_lib
 from canonical import saving
-from canonical import secagg
-from canonical.secagg import sums as secure_sums
 from canonical.saving import envelope
 from canonical.saving import inspection
+from canonical import secagg
+from canonical.secagg import sums as secure_sums
 
 import marked_lines
 from tensor_asserts import assert_same
@@ -328,7 +328,7 @@ def _trace(body, spec=I3):
      'the bitwidth must be integer scalars at SERVER'),
 ])
 def test_misuse_is_an_error_at_the_users_line(line, body, match):
-  with pytest.raises(ir.FederatedError, match=match) as raised:
+  with pytest.raises(errors.FederatedError, match=match) as raised:
     _trace(body)()
   assert f' at {_where(line)} (' in str(raised.value)
 
@@ -344,7 +344,7 @@ def test_a_parameter_from_an_aggregation_of_the_same_round_is_refused():
     return state, cf.federated_secure_sum_bitwidth(data, bits)  # line:dep
 
   process = cf.IterativeProcess(_init, next_fn)
-  with pytest.raises(ir.FederatedError,
+  with pytest.raises(errors.FederatedError,
                      match=f'federated_secure_sum_bitwidth at '
                            f'{_where("dep")} .* depends on federated_max'):
     compiler.compile(process)

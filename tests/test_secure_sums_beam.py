@@ -13,13 +13,13 @@ import numpy as np
 import pytest
 
 import beam_runner
-from beam_runner.pipeline import round as round_pipeline
 from beam_runner.driver import run_dir
+from beam_runner.pipeline import round as round_pipeline
 from beam_runner.secure import round as secure_round
 from beam_runner import testing
 from canonical import compiler
-from canonical import form as form_lib
 from canonical.executors import reference
+from canonical import form as form_lib
 from canonical import io as storage
 
 from test_secure_sums import _mixed_process

@@ -7,13 +7,13 @@ import pytest
 import tensorflow as tf
 
 import canonical as cf
-import encoders as te
-from canonical.core import computations
 from canonical import aggregators
-from encoders import testing
+from canonical.core import computations
+import encoders as te
 from encoders.core import seeds
 from encoders.stages import basic
 from encoders.stages import clipping
+from encoders import testing
 
 FLOAT_DTYPES = [tf.float16, tf.bfloat16, tf.float32, tf.float64]
 # Relative rounding of one multiply in each dtype, with room for the norm's.

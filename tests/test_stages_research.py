@@ -5,13 +5,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from encoders import testing
 from encoders.core import seeds
 from encoders.stages import basic
 from encoders.stages.research import clipping
 from encoders.stages.research import kashin
 from encoders.stages.research import misc
 from encoders.stages.research import quantization
+from encoders import testing
 
 Kashin = kashin.KashinHadamardEncodingStage
 Split = misc.SplitBySmallValueEncodingStage

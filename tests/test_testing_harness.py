@@ -5,8 +5,8 @@ import pytest
 import tensorflow as tf
 
 import encoders.core as te_core
-from encoders import testing
 from encoders.core import seeds
+from encoders import testing
 
 # ---------------------------------------------------------------------------
 # Correct toy stages.

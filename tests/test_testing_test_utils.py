@@ -8,8 +8,8 @@ helpers must catch.
 import numpy as np
 import tensorflow as tf
 
-from encoders import stages
 from encoders.core import encoding_stage
+from encoders import stages
 from encoders.testing import test_utils
 
 _BITS = 8

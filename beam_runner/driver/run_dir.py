@@ -31,8 +31,9 @@ import hashlib
 import json
 import uuid
 
-from canonical import io as storage
 from beam_runner.worker_io import client_data
+from canonical import errors
+from canonical import io as storage
 
 LAYOUT = 3  # 3: forms bound by fingerprint, files checksummed.
 RUN_FILE = 'run.json'
@@ -49,7 +50,7 @@ TENSORBOARD_DIR = 'tensorboard'
 _TENSORS = '.tensors'
 
 
-class RunDirError(ValueError):
+class RunDirError(errors.Error, ValueError):
   """An output directory that belongs to another run, or cannot be used."""
 
 

@@ -21,20 +21,21 @@ import math
 import sys
 import time
 
-import canonical
-from beam_runner.worker_io import client_data as client_data_lib
-from beam_runner import engines
-from beam_runner.worker_io import form_source
-from beam_runner.pipeline import round as round_pipeline
 from beam_runner.driver import run_dir
 from beam_runner.driver import run_lock
-from beam_runner.secure import round as secure_round
-from beam_runner.worker_io import tensor_io
 from beam_runner.driver import tensorboard_log
-from canonical import form as form_lib
-from canonical.secagg import graph as secagg_graph
-from canonical import io as storage
+from beam_runner import engines
+from beam_runner.pipeline import round as round_pipeline
+from beam_runner.secure import round as secure_round
+from beam_runner.worker_io import client_data as client_data_lib
+from beam_runner.worker_io import form_source
+from beam_runner.worker_io import tensor_io
+import canonical
 from canonical.core import types as ft
+from canonical import errors
+from canonical import form as form_lib
+from canonical import io as storage
+from canonical.secagg import graph as secagg_graph
 from canonical.simulation.sampling import sample_clients
 from canonical.simulation.sampling import SAMPLINGS
 
@@ -43,7 +44,7 @@ TARGET_PIPELINE_SECONDS = 10.0
 MAX_ROUNDS_PER_PIPELINE = 20
 
 
-class RoundError(RuntimeError):
+class RoundError(errors.Error, RuntimeError):
   """A round that could not complete; the state stays as it was."""
 
 
@@ -69,10 +70,10 @@ def _check_arguments(non_finite, **integers):
       continue
     if isinstance(value, bool) or not isinstance(value, int) or \
         value < _AT_LEAST[name]:
-      raise ValueError(f'{name} must be an integer of at least '
+      raise errors.InvalidValueError(f'{name} must be an integer of at least '
                        f'{_AT_LEAST[name]}, got {value!r}.')
   if non_finite not in round_pipeline.NON_FINITE_POLICIES:
-    raise ValueError(f'non_finite must be one of '
+    raise errors.InvalidValueError(f'non_finite must be one of '
                      f'{", ".join(round_pipeline.NON_FINITE_POLICIES)}, got '
                      f'{non_finite!r}.')
 
@@ -150,10 +151,10 @@ def run(form_or_path, client_data, rounds, clients_per_round, output_dir,
                    clients_per_element=clients_per_element,
                    secure_threshold=secure_threshold)
   if sampling not in SAMPLINGS:
-    raise ValueError(f'sampling must be one of {", ".join(SAMPLINGS)}, got '
+    raise errors.InvalidValueError(f'sampling must be one of {", ".join(SAMPLINGS)}, got '
                      f'{sampling!r}.')
   if secure_threshold is not None and secure_threshold > clients_per_round:
-    raise ValueError(f'secure_threshold {secure_threshold} is more than the '
+    raise errors.InvalidValueError(f'secure_threshold {secure_threshold} is more than the '
                      f'{clients_per_round} clients sampled per round: no '
                      'round could unmask its secure sums.')
   if secure_neighbors is not None:
@@ -162,7 +163,7 @@ def run(form_or_path, client_data, rounds, clients_per_round, output_dir,
           secure_threshold or 1,
           secagg_graph.resolve(secure_neighbors, clients_per_round))
     except ValueError as e:
-      raise ValueError(f'secure_{e}') from None
+      raise errors.InvalidValueError(f'secure_{e}') from None
   options = engines.pipeline_options_of(pipeline_options)
   if storage.options_of(options):  # Else keep this process's settings.
     storage.configure(options)
@@ -436,7 +437,7 @@ class _RoundLoop:
                                    what='server state')
     result = self.evaluate(state)
     if not isinstance(result, dict):
-      raise TypeError('evaluate must return a dict name -> number, got '
+      raise errors.InvalidTypeError('evaluate must return a dict name -> number, got '
                       f'{type(result).__name__}.')
     return {str(name): float(value) for name, value in result.items()}
 

@@ -36,6 +36,7 @@ from apache_beam.runners.dask import dask_runner  # Registers --dask_* flags.
 from apache_beam.runners.portability import fn_api_runner
 
 from beam_runner.engines import dask_placement
+from canonical import errors
 
 from canonical import io as storage
 
@@ -74,7 +75,7 @@ QUIET_CLUSTER_SETTINGS = {
 _log = logging.getLogger(__name__)
 
 
-class EngineError(RuntimeError):
+class EngineError(errors.Error, RuntimeError):
   """The engine cannot run rounds (unreachable, or a node is not set up)."""
 
 

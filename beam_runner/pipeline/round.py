@@ -44,10 +44,11 @@ from apache_beam import coders
 import numpy as np
 import tensorflow as tf
 
+from beam_runner.pipeline import steps
 from beam_runner.worker_io import client_data as client_data_lib
 from beam_runner.worker_io import sandbox
-from beam_runner.pipeline import steps
 from beam_runner.worker_io import tensor_io
+from canonical import errors
 from canonical import io as storage
 
 UNREADABLE = 'unreadable data'
@@ -98,7 +99,7 @@ class RoundPlan:
   secure_neighbors: int = None  # Each client's mask peers (None: all).
 
 
-class ClientDropped(Exception):
+class ClientDropped(errors.Error):
   """One client's work failed; `reason` is one of the reasons above."""
 
   def __init__(self, reason, message):
@@ -431,7 +432,7 @@ class UpdateFn(_FormFn, beam.DoFn):
         yield from self._next.batches
 
 
-class RoundFailed(Exception):
+class RoundFailed(errors.Error):
   """The round cannot update; its outcome says why."""
 
 

@@ -61,13 +61,13 @@ import apache_beam as beam
 import numpy as np
 import tensorflow as tf
 
-from beam_runner.worker_io import client_data
 from beam_runner.pipeline import round as round_pipeline
 from beam_runner.pipeline import steps
+from beam_runner.worker_io import client_data
 from beam_runner.worker_io import tensor_io
+from canonical import io as storage
 from canonical import secagg
 from canonical.secagg import sums as secure_sums
-from canonical import io as storage
 
 SECRET_BYTES = 32
 SECRETS_DIR = 'client_secrets'

@@ -26,8 +26,9 @@ import tensorflow as tf
 from tensorflow.python.util import deprecation  # pylint: disable=g-direct-tensorflow-import
 
 from beam_runner.worker_io import tfrecords
-from canonical import io as storage
 from canonical.core import types as ft
+from canonical import errors
+from canonical import io as storage
 
 SPEC_FILE = 'element_spec.json'
 # {file name: bytes} of the client files as written: a file cut at a record
@@ -41,7 +42,7 @@ _SUFFIX = '.tfrecord'
 _REGISTRY = {}
 
 
-class ClientDataError(ValueError):
+class ClientDataError(errors.Error, ValueError):
   """Client data that does not fit the form, or cannot be read."""
 
 
@@ -358,7 +359,7 @@ def source_of(client_data):
     return InMemoryClientData(client_data)
   if isinstance(client_data, (str, os.PathLike)):
     return TFRecordClientData(client_data)
-  raise TypeError('client_data must be a dict client id -> data, a client '
+  raise errors.InvalidTypeError('client_data must be a dict client id -> data, a client '
                   'data directory or a client data source, got '
                   f'{type(client_data).__name__}.')
 
@@ -374,7 +375,7 @@ def spec_to_json(spec):
     return {'dict': {str(k): spec_to_json(v) for k, v in spec.items()}}
   if isinstance(spec, (tuple, list)):
     return {'tuple': [spec_to_json(v) for v in spec]}
-  raise TypeError(f'Cannot describe {spec!r} as client data type.')
+  raise errors.InvalidTypeError(f'Cannot describe {spec!r} as client data type.')
 
 
 def spec_from_json(value):

@@ -7,43 +7,19 @@ process's registry.
 Workers share one loaded form per process through `apache_beam.utils.shared`.
 """
 
-import collections
-import hashlib
 import os
-import threading
 import uuid
 import weakref
 
 from apache_beam.utils import shared
 
+from beam_runner.worker_io import loaded_forms
+from beam_runner.worker_io import sandbox
+from canonical import errors
 from canonical import io as storage
 
 # In-memory forms by key; only the driver's own process can see them.
 _REGISTRY = weakref.WeakValueDictionary()
-# Forms loaded in this process, by the SHA-256 of their file: a warm worker
-# or a driver running again loads a form once (~40 ms small, ~0.3 s for the
-# tutorial CNN), and a changed file is a new key.
-_LOADED = collections.OrderedDict()
-_LOADED_MAX = 4
-_LOADED_LOCK = threading.Lock()
-
-
-def _load_file(path):
-  from canonical.saving import form_file  # pylint: disable=g-import-not-at-top
-  data = form_file.read_bytes(path)
-  key = hashlib.sha256(data).digest()
-  with _LOADED_LOCK:
-    if key in _LOADED:
-      _LOADED.move_to_end(key)
-      return _LOADED[key]
-  form = form_file.from_bytes(data, path)
-  with _LOADED_LOCK:
-    _LOADED[key] = form
-    while len(_LOADED) > _LOADED_MAX:
-      _LOADED.popitem(last=False)
-  return form
-
-
 class FormSource:
   """A picklable handle to a form: `get()` returns it, loaded once per process."""
 
@@ -67,10 +43,10 @@ class FormSource:
       path = storage.absolute(form_or_path)  # Workers may run elsewhere.
       return cls(path=path, description=path, isolation=isolation)
     if isolation is not None:
-      raise ValueError('A sandboxed form is loaded from a file: save it.')
+      raise errors.InvalidValueError('A sandboxed form is loaded from a file: save it.')
     from canonical import form as form_lib  # pylint: disable=g-import-not-at-top
     if not isinstance(form_or_path, form_lib.CanonicalForm):
-      raise TypeError('beam_runner: expected a CanonicalForm or the path of a '
+      raise errors.InvalidTypeError('beam_runner: expected a CanonicalForm or the path of a '
                       f'saved form, got {type(form_or_path).__name__}.')
     key = str(uuid.uuid4())
     _REGISTRY[key] = form_or_path
@@ -90,11 +66,10 @@ class FormSource:
 
   def _load(self):
     if self.path is not None and self.isolation is not None:
-      from beam_runner.worker_io import sandbox  # pylint: disable=g-import-not-at-top
-      return sandbox.sandboxed(_load_file(self.path), sandbox.Sandbox(
+      return sandbox.sandboxed(loaded_forms.load(self.path), sandbox.Sandbox(
           self.path, self.isolation, storage.worker_options()))
     if self.path is not None:
-      return _load_file(self.path)
+      return loaded_forms.load(self.path)
     form = _REGISTRY.get(self.key)
     if form is None:
       raise RuntimeError(

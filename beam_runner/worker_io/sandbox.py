@@ -30,7 +30,9 @@ import subprocess
 import sys
 import threading
 
+from beam_runner.worker_io import loaded_forms
 from beam_runner.worker_io import tensor_io
+from canonical import errors
 
 CRASHED = 'work crashed'
 TIMED_OUT = 'work timed out'
@@ -47,7 +49,7 @@ class Isolation:
   memory_mb: int = 4096
 
 
-class SandboxFailure(RuntimeError):
+class SandboxFailure(errors.Error, RuntimeError):
   """A piece call killed its sandbox, or was killed; `reason` says which."""
 
   def __init__(self, reason, detail):
@@ -270,10 +272,9 @@ def child_main():
     request = pickle.loads(frame)
     try:
       if request[0] == 'load':
-        from beam_runner.worker_io import form_source  # pylint: disable=g-import-not-at-top
         from canonical import io as storage  # pylint: disable=g-import-not-at-top
         storage.configure(request[2])
-        form = form_source.FormSource.of(request[1]).get()
+        form = loaded_forms.load(storage.absolute(request[1]))
         _write_frame(replies, _reply_frame({}))
         continue
       _, piece, args = request

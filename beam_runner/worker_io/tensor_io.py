@@ -15,6 +15,7 @@ import zlib
 import numpy as np
 import tensorflow as tf
 
+from canonical import errors
 from canonical import io as storage
 
 _MAGIC = b'FCT2'
@@ -33,7 +34,7 @@ def pack(spec, arrays, what='value'):
   """Rebuilds the structure `spec` describes from its flat arrays, as tensors."""
   leaves = tf.nest.flatten(spec)
   if len(leaves) != len(arrays):
-    raise ValueError(f'The {what} has {len(arrays)} tensors, but its type '
+    raise errors.InvalidValueError(f'The {what} has {len(arrays)} tensors, but its type '
                      f'has {len(leaves)}.')
   tensors = [tf.convert_to_tensor(a, dtype=s.dtype)
              for s, a in zip(leaves, arrays)]
@@ -60,21 +61,21 @@ def decode(data):
   try:
     return _decode(memoryview(data))
   except (struct.error, IndexError, TypeError, UnicodeDecodeError) as e:
-    raise ValueError(f'Truncated or corrupt tensor data: {e}') from e
+    raise errors.InvalidValueError(f'Truncated or corrupt tensor data: {e}') from e
 
 
 def _decode(view):
   magic = bytes(view[:4])
   if magic == _MAGIC:
     if len(view) < 8 + _CRC.size:
-      raise ValueError('Truncated tensor file.')
+      raise errors.InvalidValueError('Truncated tensor file.')
     (crc,) = _CRC.unpack_from(view, len(view) - _CRC.size)
     view = view[:len(view) - _CRC.size]
     if zlib.crc32(view) != crc:
-      raise ValueError('the file is damaged or truncated (its CRC-32 does '
+      raise errors.InvalidValueError('the file is damaged or truncated (its CRC-32 does '
                        'not match its contents)')
   elif magic != _MAGIC_WITHOUT_CRC:
-    raise ValueError('Not a tensor file: bad magic bytes.')
+    raise errors.InvalidValueError('Not a tensor file: bad magic bytes.')
   (count,), offset = _COUNT.unpack_from(view, 4), 8
   arrays = []
   for _ in range(count):
@@ -88,7 +89,7 @@ def _decode(view):
     offset += 8
     raw = view[offset:offset + length]
     if len(raw) != length:
-      raise ValueError('Truncated tensor file.')
+      raise errors.InvalidValueError('Truncated tensor file.')
     offset += length
     if dtype == tf.string:
       arrays.append(_strings(raw, shape))
@@ -96,7 +97,7 @@ def _decode(view):
       arrays.append(np.frombuffer(raw, dtype=dtype.as_numpy_dtype).reshape(
           shape).copy())
   if offset != len(view):
-    raise ValueError(f'{len(view) - offset} bytes after the last tensor.')
+    raise errors.InvalidValueError(f'{len(view) - offset} bytes after the last tensor.')
   return arrays
 
 
@@ -140,7 +141,7 @@ def read_arrays(path, what='value'):
   try:
     return decode(storage.read_bytes(path))
   except ValueError as e:
-    raise ValueError(f'The {what} in {path}: {e}') from None
+    raise errors.InvalidValueError(f'The {what} in {path}: {e}') from None
 
 
 def read_tensors(path, spec, what='value'):

@@ -9,11 +9,12 @@ import tensorflow as tf
 
 from canonical.core import computations
 from canonical.core import intrinsics
-from canonical.core import types as ft
-from canonical.templates import measured_process
 from canonical.core import specs
-from encoders.core import simple_encoder
+from canonical.core import types as ft
+from canonical import errors
+from canonical.templates import measured_process
 from encoders.core import seeds
+from encoders.core import simple_encoder
 
 tf_computation = specs.tf_computation
 federated_computation = computations.federated_computation
@@ -44,13 +45,13 @@ def encoders_for(value_spec, encoder_fn, kind, who):
     if not isinstance(encoder, kind):
       helper = ('as_simple_encoder' if kind is simple_encoder.SimpleEncoder
                 else 'as_gather_encoder')
-      raise TypeError(
+      raise errors.InvalidTypeError(
           f'{who}: encoder_fn returned {type(encoder).__name__} for tensor '
           f'{index} ({spec.shape}, {spec.dtype.name}); it must return '
           f'te.encoders.{helper}(encoder, spec).')
     built_for = encoder.input_tensorspec
     if built_for.shape != spec.shape or built_for.dtype != spec.dtype:
-      raise ValueError(
+      raise errors.InvalidValueError(
           f'{who}: encoder_fn returned an encoder built for {built_for} for '
           f'tensor {index}, which is {spec}; build it with the spec it is given.')
     encoders.append(encoder)

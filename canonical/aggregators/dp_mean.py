@@ -14,13 +14,13 @@ seeded purely from the stage's secret seed and the round.
 
 import tensorflow as tf
 
+from canonical.aggregators import mean as mean_lib
 from canonical.core import computations
 from canonical.core import intrinsics
-from canonical import privacy
-from canonical.core import types as ft
-from canonical.aggregators import mean as mean_lib
-from canonical.templates import measured_process
 from canonical.core import specs
+from canonical.core import types as ft
+from canonical import privacy
+from canonical.templates import measured_process
 from encoders.core import seeds
 from encoders.stages import clipping
 

@@ -23,16 +23,16 @@ none). Python-valued params never travel.
 
 import tensorflow as tf
 
+from canonical.aggregators import broadcast
 from canonical.core import computations
 from canonical.core import intrinsics
-from canonical.core import types as ft
-from canonical.aggregators import broadcast
-from canonical.templates import measured_process
 from canonical.core import specs
+from canonical.core import types as ft
+from canonical.templates import measured_process
 from encoders.core import encoding_stage
 from encoders.core import error_feedback as error_feedback_lib
-from encoders.core import seeds
 from encoders.core import gather_encoder
+from encoders.core import seeds
 
 tf_computation = specs.tf_computation
 federated_computation = computations.federated_computation

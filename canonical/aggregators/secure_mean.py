@@ -21,12 +21,13 @@ import math
 
 import tensorflow as tf
 
+from canonical.aggregators import mean as mean_lib
 from canonical.core import computations
 from canonical.core import intrinsics
-from canonical.core import types as ft
-from canonical.aggregators import mean as mean_lib
-from canonical.templates import measured_process
 from canonical.core import specs
+from canonical.core import types as ft
+from canonical import errors
+from canonical.templates import measured_process
 from encoders.core import seeds
 from encoders.stages import rotation as rotation_lib
 
@@ -40,12 +41,12 @@ _ADAPT_RATE = 10.0
 
 def _check(bits, clip, clipped_target, who):
   if isinstance(bits, bool) or not isinstance(bits, int) or not 1 <= bits <= 16:
-    raise ValueError(f'{who}: bits must be an int in [1, 16], got {bits!r}.')
+    raise errors.InvalidValueError(f'{who}: bits must be an int in [1, 16], got {bits!r}.')
   if not (isinstance(clip, (int, float)) and math.isfinite(clip) and clip > 0):
-    raise ValueError(f'{who}: clip must be a positive number, got {clip!r}.')
+    raise errors.InvalidValueError(f'{who}: clip must be a positive number, got {clip!r}.')
   if not (isinstance(clipped_target, (int, float)) and
           0 < clipped_target < 1):
-    raise ValueError(f'{who}: clipped_target must be in (0, 1), got '
+    raise errors.InvalidValueError(f'{who}: clipped_target must be in (0, 1), got '
                      f'{clipped_target!r}.')
 
 

@@ -12,9 +12,12 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.python.util import nest
 
+from canonical.core import context
 from canonical.core import dataset_seeds
 from canonical.core import ir
+from canonical.core import naming
 from canonical.core import types as ft
+from canonical import errors
 from encoders.core import seeds
 
 _STATEFUL_RANDOM = 'draws stateful random numbers (use tf.random.stateless_*)'
@@ -88,7 +91,7 @@ class Impurity:
   op_type: str
   node_name: str
   reason: str
-  location: object = None  # ir.Location, when TF kept the op's traceback.
+  location: object = None  # naming.Location, when TF kept the op's traceback.
 
   def __str__(self):
     where = f', created at {self.location}' if self.location else ''
@@ -125,7 +128,7 @@ def impure_ops(concrete_function):
   for graph in _func_graphs(concrete_function.graph):
     for op in graph.get_operations():
       if (op.type, op.name) in reasons:
-        located.setdefault((op.type, op.name), ir.location_of_tf_op(op))
+        located.setdefault((op.type, op.name), naming.location_of_tf_op(op))
   found = [Impurity(t, n, reason, located.get((t, n)))
            for (t, n), reason in reasons.items()]
   # The located ones first: they name the user's line.
@@ -136,13 +139,13 @@ class _VariableCreated(Exception):
   pass
 
 
-def _refuse_variables(errors, name, location):
+def _refuse_variables(refusals, name, location):
   """A variable creator that records where a variable was made, and fails."""
 
   def creator(next_creator, **kwargs):
     del next_creator  # Never creates anything.
-    site = ir.location_of_tf_op(tf.raw_ops.NoOp())  # Its traceback: the line.
-    errors.append(ir.FederatedError(
+    site = naming.location_of_tf_op(tf.raw_ops.NoOp())  # Its traceback: the line.
+    refusals.append(errors.FederatedError(
         f'tf_computation {name!r} defined at {location} is not pure: it '
         f'creates a variable ({kwargs.get("name") or "tf.Variable"})'
         f'{f" at {site}" if site else ""}. Pieces of the canonical form must '
@@ -166,7 +169,7 @@ class TFComputation:
     self._parameter_specs = tuple(
         ft.to_member(spec, f'tf_computation {self.name!r}')
         for spec in parameter_specs)
-    self.location = location or ir.user_location()
+    self.location = location or naming.user_location()
     self._concrete = None
     self._result_spec = None
     self._impurities = None
@@ -182,8 +185,8 @@ class TFComputation:
 
   def concrete_function(self):
     if self._concrete is None:
-      errors = []
-      refuse = _refuse_variables(errors, self.name, self.location)
+      refusals = []
+      refuse = _refuse_variables(refusals, self.name, self.location)
       fn = self._fn
 
       def traced(*args):
@@ -196,9 +199,9 @@ class TFComputation:
       try:
         self._concrete = function.get_concrete_function()
       except Exception as e:  # Name the user's computation on any trace error.
-        if errors:
-          raise errors[0] from None
-        raise ir.FederatedError(
+        if refusals:
+          raise refusals[0] from None
+        raise errors.FederatedError(
             f'tf_computation {self.name!r} defined at {self.location} failed '
             f'to trace: {type(e).__name__}: {e}') from e
     return self._concrete
@@ -222,7 +225,7 @@ class TFComputation:
     impurities = self.impurities()
     if impurities:
       use = f' It is used by {used_by}.' if used_by else ''
-      raise ir.FederatedError(
+      raise errors.FederatedError(
           f'tf_computation {self.name!r} defined at {self.location} is not '
           f'pure: {impurities[0]}.{use} Pieces of the canonical form must be '
           'pure functions: pass state in and out explicitly and use '
@@ -255,14 +258,14 @@ class TFComputation:
 
   def __call__(self, *args):
     if any(isinstance(a, ir.Value) for a in tf.nest.flatten(args)):
-      raise ir.FederatedError(
+      raise errors.FederatedError(
           f'tf_computation {self.name!r} was called on a federated value at '
-          f'{ir.user_location()}; apply it with federated_map(computation, '
+          f'{naming.user_location()}; apply it with federated_map(computation, '
           'value) instead.')
     if ir._TRACE.stack and tf.executing_eagerly():  # pylint: disable=protected-access
       # Called in a federated computation's body: an unplaced value, which
       # federated_value places (TFF's `federated_value(init(), SERVER)`).
-      location = ir.user_location()
+      location = naming.user_location()
       return ir.Unplaced(self._bound(args, location), location)
     return self._fn(*args)
 
@@ -271,7 +274,7 @@ class TFComputation:
     if not args and not self._parameter_specs:
       return self
     if len(args) != len(self._parameter_specs):
-      raise ir.FederatedError(
+      raise errors.FederatedError(
           f'tf_computation {self.name!r} called at {location} with '
           f'{len(args)} arguments; it takes {len(self._parameter_specs)}.')
     constants = []
@@ -280,13 +283,13 @@ class TFComputation:
       try:
         leaves = nest.flatten_up_to(spec, arg, check_types=False)
         if any(isinstance(s, tf.data.DatasetSpec) for s in specs):
-          raise TypeError('a dataset cannot be a constant')
+          raise errors.InvalidTypeError('a dataset cannot be a constant')
         constants.append([np.asarray(v, s.dtype.as_numpy_dtype)
                           for v, s in zip(leaves, specs)])
       except (TypeError, ValueError, KeyError, IndexError) as e:
-        raise ir.FederatedError(
+        raise errors.FederatedError(
             f'tf_computation {self.name!r} called at {location}: '
-            f'{ir.describe_object(arg)} is not a constant of type '
+            f'{naming.describe_object(arg)} is not a constant of type '
             f'{ft.describe(spec)} ({e}).') from None
 
     def call():
@@ -309,7 +312,7 @@ def tf_computation(*args):
   """Decorator: `@tf_computation(type, ...)`, `@tf_computation`, or
   `tf_computation(fn, type, ...)`; a type is a spec structure or any of TFF's
   spellings (`tf.float32`, `TensorType(...)`, `SequenceType(...)`, ...)."""
-  location = ir.user_location()
+  location = naming.user_location()
   if args and callable(args[0]) and not ft.is_type(args[0]):
     fn, specs = args[0], args[1:]
     return TFComputation(fn, specs, location=location)
@@ -318,9 +321,9 @@ def tf_computation(*args):
 
   def decorate(fn):
     if not callable(fn):
-      raise ir.FederatedError(
+      raise errors.FederatedError(
           f'tf_computation at {location}: expected a function to decorate, '
-          f'got {ir.describe_object(fn)}.')
+          f'got {naming.describe_object(fn)}.')
     return TFComputation(fn, specs, location=location)
 
   return decorate
@@ -339,7 +342,7 @@ class FederatedComputation:
   """Python that combines intrinsics, traced into an `ir.Graph`."""
 
   def __init__(self, fn, parameter_types, name=None, location=None):
-    self.location = location or ir.user_location()
+    self.location = location or naming.user_location()
     _check_parameter_types(parameter_types, self.location)
     self._fn = fn
     self._parameter_types = tuple(parameter_types)
@@ -348,7 +351,7 @@ class FederatedComputation:
     try:
       inspect.signature(fn).bind(*self._parameter_types)
     except TypeError as e:
-      raise ir.FederatedError(
+      raise errors.FederatedError(
           f'federated_computation {self.name!r} at {self.location} is given '
           f'{len(self._parameter_types)} parameter types, which do not fit '
           f'its parameters ({e}): one type per parameter, as in '
@@ -376,9 +379,9 @@ class FederatedComputation:
         graph.result = self._fn(*parameters)
       for leaf in tf.nest.flatten(graph.result):
         if not isinstance(leaf, ir.Value):
-          raise ir.FederatedError(
+          raise errors.FederatedError(
               f'{self.describe_for_error()} returned '
-              f'{ir.describe_object(leaf)}; it must return federated values '
+              f'{naming.describe_object(leaf)}; it must return federated values '
               '(use federated_value for constants).')
       self._graph = graph
     return self._graph
@@ -392,18 +395,17 @@ class FederatedComputation:
     if ir._TRACE.stack:  # pylint: disable=protected-access
       # Composition: inline into the computation being traced.
       if len(args) != len(self._parameter_types):
-        raise ir.FederatedError(
-            f'{self.describe_for_error()} called at {ir.user_location()} '
+        raise errors.FederatedError(
+            f'{self.describe_for_error()} called at {naming.user_location()} '
             f'with {len(args)} arguments; it takes '
             f'{len(self._parameter_types)}.')
       for arg, t in zip(args, self._parameter_types):
         if not isinstance(arg, ir.Value) or not _fits(arg.type_signature, t):
-          raise ir.FederatedError(
-              f'{self.describe_for_error()} called at {ir.user_location()} '
-              f'expects {t}, got {ir.describe_object(arg)}.')
+          raise errors.FederatedError(
+              f'{self.describe_for_error()} called at {naming.user_location()} '
+              f'expects {t}, got {naming.describe_object(arg)}.')
       return self._fn(*args)
-    from canonical.executors import reference  # pylint: disable=g-import-not-at-top
-    return reference.run(self, *args)
+    return context.run(self, *args)
 
   def describe_for_error(self):
     return f'federated_computation {self.name!r} defined at {self.location}'
@@ -420,10 +422,10 @@ def _check_parameter_types(parameter_types, location):
               'computation at one place, a tf_computation): write '
               'type_at_server(T) or type_at_clients(T) for a placed one.'
               if ft.is_type(t) else '')
-      raise ir.FederatedError(
+      raise errors.FederatedError(
           f'federated_computation at {location}: its parameter types must be '
           'FederatedTypes (type_at_server / type_at_clients), got '
-          f'{ir.describe_object(t)}.{hint}')
+          f'{naming.describe_object(t)}.{hint}')
 
 
 def _fits(actual, expected):
@@ -451,7 +453,7 @@ def federated_computation(*args):
   bare `@federated_computation` for no parameter; or
   `federated_computation(fn, type, ...)`. With only unplaced parameter types
   (`tf.float32`, `SequenceType(T)`, ...) the result is a tf_computation."""
-  location = ir.user_location()
+  location = naming.user_location()
   if args and callable(args[0]) and not isinstance(
       args[0], ft.FederatedType) and not ft.is_type(args[0]):
     return _computation(args[0], args[1:], location)
@@ -460,9 +462,9 @@ def federated_computation(*args):
 
   def decorate(fn):
     if not callable(fn):
-      raise ir.FederatedError(
+      raise errors.FederatedError(
           f'federated_computation at {location}: expected a function to '
-          f'decorate, got {ir.describe_object(fn)}.')
+          f'decorate, got {naming.describe_object(fn)}.')
     return _computation(fn, args, location)
 
   return decorate

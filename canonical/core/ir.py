@@ -6,99 +6,13 @@ types. Every operation remembers the user's source line for error messages.
 """
 
 import dataclasses
-import linecache
-import os
-import sys
-import sysconfig
 import threading
 
 import tensorflow as tf
 
-
-class FederatedError(TypeError):
-  """A federated program is ill-typed or cannot be expressed; names where."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Location:
-  filename: str
-  lineno: int
-
-  def __str__(self):
-    line = linecache.getline(self.filename, self.lineno).strip()
-    where = f'{os.path.basename(self.filename)}:{self.lineno}'
-    return f'{where} ({line})' if line else where
-
-
-_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# The language and what runs it: a frame here is never the user's line.
-_LIBRARY_DIRS = tuple(os.path.join(_PACKAGE_DIR, d) + os.sep for d in (
-    'core', 'compiler', 'templates', 'executors'))
-_STDLIB_DIR = os.path.abspath(sysconfig.get_paths()['stdlib'])
-
-
-def is_library_file(filename):
-  """Whether a frame in `filename` is library code rather than the user's.
-
-  The language and what runs it (`canonical`'s own modules and its `core`,
-  `compiler`, `templates` and `executors`), installed packages (TensorFlow,
-  Keras), the standard library and AutoGraph's generated files are library;
-  everything else, `canonical.learning` and `canonical.aggregators`
-  included, is user code.
-  """
-  if not filename or filename.startswith('<'):
-    return True
-  path = os.path.abspath(filename)
-  parts = path.split(os.sep)
-  return (os.path.dirname(path) == _PACKAGE_DIR or
-          path.startswith(_LIBRARY_DIRS) or
-          'site-packages' in parts or 'dist-packages' in parts or
-          path.startswith(_STDLIB_DIR + os.sep) or
-          os.path.basename(path).startswith('__autograph_generated_file'))
-
-
-def user_location():
-  """The innermost stack frame outside the library: the user's line."""
-  frame = sys._getframe(1)  # pylint: disable=protected-access
-  while frame is not None:
-    if not is_library_file(frame.f_code.co_filename):
-      return Location(frame.f_code.co_filename, frame.f_lineno)
-    frame = frame.f_back
-  return Location('<unknown>', 0)
-
-
-def location_of_tf_op(op):
-  """The user's line that created TF op `op` (AutoGraph lines mapped back)."""
-  for frame in reversed(list(getattr(op, 'traceback', None) or ())):
-    if not is_library_file(frame.filename):
-      return Location(frame.filename, frame.lineno)
-  return None
-
-
-def describe_object(obj):
-  """A short name for `obj` in an error message: computations and functions
-  by their names and lines, never by a repr that shows a memory address."""
-  describe = getattr(obj, 'describe_for_error', None)
-  if callable(describe) and not isinstance(obj, type):
-    return describe()
-  if isinstance(obj, type):
-    return f'the class {obj.__qualname__}'
-  code = getattr(obj, '__code__', None)
-  if code is not None:
-    where = Location(code.co_filename, code.co_firstlineno)
-    return (f'the Python function {getattr(obj, "__qualname__", "?")!r} '
-            f'defined at {where}')
-  if isinstance(obj, tf.data.Dataset):
-    from canonical.core import types as ft  # pylint: disable=g-import-not-at-top
-    return f'a dataset {ft.describe(ft.spec_of(obj))}'
-  if tf.is_tensor(obj):
-    dims = ','.join('?' if d is None else str(d) for d in obj.shape.as_list()) \
-        if obj.shape.rank is not None else '...'
-    return f'a tensor {obj.dtype.name}[{dims}]'
-  text = repr(obj)
-  if ' at 0x' in text or ' object at ' in text:
-    return f'a {type(obj).__name__} object'
-  return text if len(text) <= 80 else text[:77] + '...'
+from canonical.core import naming
+from canonical.core import types as ft
+from canonical.errors import FederatedError
 
 
 class Unplaced:
@@ -140,8 +54,7 @@ class Value:
     return self.type_signature.member
 
   def __getitem__(self, key):
-    from canonical.core import intrinsics  # pylint: disable=g-import-not-at-top
-    return intrinsics.select(self, key)
+    return select(self, key)
 
   def __getattr__(self, name):
     # Fields of a namedtuple member select like indices: `output.loss`.
@@ -182,7 +95,7 @@ class Op:
   inputs: tuple
   output: Value
   attrs: dict
-  location: Location
+  location: naming.Location
 
   def describe(self):
     return f'{self.kind} at {self.location}'
@@ -237,10 +150,10 @@ def add_op(kind, inputs, output_type, attrs=None, location=None):
   for value in inputs:
     if not isinstance(value, Value):
       raise FederatedError(f'{kind}: expected federated values, got '
-                           f'{describe_object(value)}.')
+                           f'{naming.describe_object(value)}.')
   output = Value(output_type)
   op = Op(kind, tuple(inputs), output, dict(attrs or {}),
-          location or user_location())
+          location or naming.user_location())
   output.producer = op
   graph.ops.append(op)
   return output
@@ -256,3 +169,23 @@ def upstream_ops(values):
       seen.add(id(op))
       stack.extend(op.inputs)
   return seen
+
+
+SELECT = 'select'  # The kind of the ops `value[key]` records.
+
+
+def select_type(value, key):
+  """The type rule of `select`: one part of a structured value, where it is."""
+  try:
+    part = value.member[key]
+  except (KeyError, IndexError, TypeError):
+    raise FederatedError(f'select at {naming.user_location()}: {value!r} has '
+                         f'no element {key!r}.') from None
+  return ft.FederatedType(part, value.placement,
+                          value.type_signature.all_equal)
+
+
+def select(value, key):
+  """One part of a structured federated value (`value[key]`): a projection,
+  recorded as a `select` op (the registry's `select` intrinsic)."""
+  return add_op(SELECT, [value], select_type(value, key), attrs={'key': key})

@@ -15,7 +15,9 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.python.util import nest
 
-from canonical.core import ir
+from canonical.core import naming
+from canonical.core.naming import describe
+from canonical import errors
 
 
 class Placement(enum.Enum):
@@ -36,13 +38,13 @@ def check_member(member, where):
   """Raises unless `member` is a structure of TensorSpec / DatasetSpec leaves."""
   for leaf in tf.nest.flatten(member):
     if not isinstance(leaf, _LEAF_SPECS):
-      raise TypeError(f'{where}: expected a structure of tf.TensorSpec or '
+      raise errors.InvalidTypeError(f'{where}: expected a structure of tf.TensorSpec or '
                       f'tf.data.DatasetSpec, found {leaf!r}.')
   return member
 
 
 def _fail(where, message):
-  raise ir.FederatedError(f'{where} at {ir.user_location()}: {message}')
+  raise errors.FederatedError(f'{where} at {naming.user_location()}: {message}')
 
 
 def _as_dtype(value):
@@ -106,14 +108,14 @@ def to_member(value, where='type'):
     return type(value)(to_member(v, where) for v in value)
   _fail(where, f'expected a type (tf.TensorSpec, tf.data.DatasetSpec, '
         f'TensorType, SequenceType, a dtype, or a structure of them), found '
-        f'{ir.describe_object(value)}.')
+        f'{naming.describe_object(value)}.')
 
 
 def is_type(value):
   """Whether `value` is a member type in some accepted spelling."""
   try:
     to_member(value)
-  except ir.FederatedError:
+  except errors.FederatedError:
     return False
   return True
 
@@ -128,12 +130,12 @@ def TensorType(dtype, shape=None):  # pylint: disable=invalid-name
   as_dtype = _as_dtype(dtype)
   if as_dtype is None:
     _fail('TensorType', f'expected a dtype such as tf.float32, got '
-          f'{ir.describe_object(dtype)}.')
+          f'{naming.describe_object(dtype)}.')
   if shape is None:
     shape = []
   if not _is_shape(shape):
     _fail('TensorType', f'expected a shape (a list of ints and None, or a '
-          f'tf.TensorShape), got {ir.describe_object(shape)}.')
+          f'tf.TensorShape), got {naming.describe_object(shape)}.')
   return tf.TensorSpec(shape, as_dtype)
 
 
@@ -158,7 +160,7 @@ def StructWithPythonType(elements, container_type):  # pylint: disable=invalid-n
     elements = list(elements.items())
   if not isinstance(elements, (list, tuple)):
     _fail('StructType', f'expected a list of types or of (name, type) pairs, '
-          f'got {ir.describe_object(elements)}.')
+          f'got {naming.describe_object(elements)}.')
   named = [isinstance(e, tuple) and len(e) == 2 and isinstance(e[0], str)
            for e in elements]
   if any(named) and not all(named):
@@ -190,30 +192,12 @@ def StructWithPythonType(elements, container_type):  # pylint: disable=invalid-n
     return container_type(members)
   _fail('StructWithPythonType', f'the container must be tuple, list, dict, '
         f'OrderedDict or a namedtuple class, got '
-        f'{ir.describe_object(container_type)}.')
+        f'{naming.describe_object(container_type)}.')
 
 
 def to_type(value):
   """TFF's `to_type`: a member structure from any accepted spelling."""
   return to_member(value, 'to_type')
-
-
-def describe(member):
-  """A short readable form of a member structure."""
-
-  def leaf(spec):
-    if isinstance(spec, tf.data.DatasetSpec):
-      return f'Dataset<{describe(spec.element_spec)}>'
-    dims = ','.join('?' if d is None else str(d) for d in spec.shape.as_list()) \
-        if spec.shape.rank is not None else '...'
-    return f'{spec.dtype.name}[{dims}]'
-
-  if isinstance(member, collections.abc.Mapping):
-    return '<' + ', '.join(f'{k}={describe(member[k])}'
-                           for k in sorted(member)) + '>'
-  if isinstance(member, (list, tuple)):
-    return '<' + ', '.join(describe(v) for v in member) + '>'
-  return leaf(member)
 
 
 def spec_of(value):
@@ -304,7 +288,7 @@ class FederatedType:
   def __post_init__(self):
     if not isinstance(self.placement, Placement):
       _fail('FederatedType', f'the placement must be SERVER or CLIENTS, got '
-            f'{ir.describe_object(self.placement)}.')
+            f'{naming.describe_object(self.placement)}.')
     object.__setattr__(self, 'member',
                        to_member(self.member, 'FederatedType'))
     if self.all_equal is None or self.placement == SERVER:

@@ -10,6 +10,7 @@ parties in this process.
 
 import numpy as np
 
+from canonical import errors
 from canonical.secagg import sums as secure_sums
 
 
@@ -34,13 +35,13 @@ def run_round(form, state, client_data, client_states=None, merge_seed=None,
     client_states = list(client_states if client_states is not None else
                          [None] * len(client_data))
     if len(client_states) != len(client_data):
-      raise ValueError('run_round: a form with client state needs one client '
+      raise errors.InvalidValueError('run_round: a form with client state needs one client '
                        f'state per client: {len(client_data)} clients, '
                        f'{len(client_states)} states.')
     client_states = [form.client_state_init() if s is None else s
                      for s in client_states]
   elif client_states is not None:
-    raise ValueError(f'run_round: form {form.name!r} keeps no client state, '
+    raise errors.InvalidValueError(f'run_round: form {form.name!r} keeps no client state, '
                      'but client_states were given.')
   broadcast = form.prepare(state)
   updates, secure, new_client_states, client_outputs = [], [], [], []

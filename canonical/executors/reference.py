@@ -1,39 +1,37 @@
 """The reference executor: runs a federated computation by its plain meaning.
 
-No compilation: the traced graph is interpreted op by op, with a SERVER value
-held as a plain structure and a CLIENTS value as a list, one entry per client.
-Aggregations fold clients in order (sums are not reordered). It is the yardstick
-the compiled form is tested against.
+No compilation: the traced graph is interpreted op by op, each by its
+intrinsic's `reference` meaning, with a SERVER value held as a plain structure
+and a CLIENTS value as a list, one entry per client. Aggregations fold clients
+in order (sums are not reordered). It is the yardstick the compiled form is
+tested against, and what calling a federated computation from Python runs
+(`canonical` installs it as the language's executor, `canonical.core.context`).
 """
-
-import functools
 
 import tensorflow as tf
 from tensorflow.python.util import nest
 
-from canonical.core import aggregations
 from canonical.core import computations
-from canonical.core import evaluation
-from canonical.core import ir
-from canonical.secagg import sums as secure_sums
-from canonical.core import sequences
+from canonical.core.intrinsics import registry
+from canonical.core import naming
 from canonical.core import types as ft
+from canonical import errors
 
 
 def run(computation, *args):
   """Runs a `FederatedComputation`; CLIENTS arguments are lists, one per client."""
   if not isinstance(computation, computations.FederatedComputation):
-    raise TypeError(f'reference.run expects a federated_computation, got '
-                    f'{ir.describe_object(computation)}.')
+    raise errors.InvalidTypeError(f'reference.run expects a federated_computation, got '
+                    f'{naming.describe_object(computation)}.')
   graph = computation.trace()
   if len(args) != len(graph.parameters):
-    raise ir.FederatedError(f'{computation.name!r} takes '
+    raise errors.FederatedError(f'{computation.name!r} takes '
                             f'{len(graph.parameters)} arguments, got {len(args)}.')
   num_clients = None
   for number, (param, arg) in enumerate(zip(graph.parameters, args)):
     if param.placement == ft.CLIENTS:
       if num_clients not in (None, len(arg)):
-        raise ir.FederatedError('CLIENTS arguments must have one entry per '
+        raise errors.FederatedError('CLIENTS arguments must have one entry per '
                                 f'client: got lengths {num_clients} and '
                                 f'{len(arg)}.')
       num_clients = len(arg)
@@ -41,7 +39,8 @@ def run(computation, *args):
   env = {id(p): a for p, a in zip(graph.parameters, args)}
   for op in graph.ops:
     inputs = [env[id(v)] for v in op.inputs]
-    env[id(op.output)] = _run_op(op, inputs, num_clients or 0)
+    env[id(op.output)] = registry.of(op).reference(op, inputs,
+                                                   num_clients or 0)
   return tf.nest.map_structure(lambda v: env[id(v)], graph.result)
 
 
@@ -55,7 +54,7 @@ def _check_datasets(computation, number, param, arg):
     mismatch = ft.dataset_mismatch(param.member, value)
     if mismatch:
       whose = f' (client {client})' if per_client else ''
-      raise ir.FederatedError(
+      raise errors.FederatedError(
           f'{computation.name!r} argument {number}{whose}: expected '
           f'{mismatch[0]}, got {mismatch[1]}.')
 
@@ -76,7 +75,7 @@ def run_round(process, state, client_data, client_states=None):
     client_states = list(client_states if client_states is not None else
                          [None] * len(client_data))
     if len(client_states) != len(client_data):
-      raise ValueError(f'reference.run_round: {len(client_data)} clients but '
+      raise errors.InvalidValueError(f'reference.run_round: {len(client_data)} clients but '
                        f'{len(client_states)} client states.')
     args.append([
         process.client_state_initializer.invoke() if s is None else s
@@ -104,41 +103,3 @@ def _per_client(values, value, num_clients):
 
 def _repack(value, member):
   return tf.nest.pack_sequence_as(member, tf.nest.flatten(value))
-
-
-def _each_client(inputs, fn):
-  return [fn(list(args)) for args in zip(*inputs)]
-
-
-def _run_op(op, inputs, num_clients):
-  kind = op.kind
-  placement = op.output.placement
-  if kind == 'federated_broadcast':
-    return [inputs[0]] * num_clients
-  if kind in ('federated_value', 'federated_eval'):
-    # At CLIENTS, federated_eval means each client evaluates the computation:
-    # it is pure and takes no input, so one evaluation stands for all.
-    value = evaluation.evaluate_op(op, [])
-    return value if placement == ft.SERVER else [value] * num_clients
-  if kind in ('federated_map', 'federated_apply', 'federated_zip',
-              'select') + sequences.KINDS:
-    if op.inputs and op.inputs[0].placement == ft.CLIENTS:
-      return _each_client(inputs,
-                          lambda args: evaluation.evaluate_op(op, args))
-    return evaluation.evaluate_op(op, inputs)
-  if kind in secure_sums.KINDS:
-    return _secure_sum(op, inputs)
-  # An aggregation: fold the clients in order, no merge.
-  agg = aggregations.of(op, op.inputs[0].member)
-  parts = [agg.client_part(list(args)) for args in zip(*inputs)]
-  return agg.report(functools.reduce(agg.accumulate, parts, agg.zero()))
-
-
-def _secure_sum(op, inputs):
-  """The sum in the clear (what the masked protocol must give)."""
-  value = op.inputs[0].member
-  flat = secure_sums.flat_parameters(
-      [aggregations.secure_parameters(op, inputs[1:])])[0]
-  return secure_sums.plain_sum(
-      [secure_sums.SecureSum(op.kind)], [flat],
-      [(client,) for client in inputs[0]], [value], [op.describe()])[0]

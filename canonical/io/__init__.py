@@ -27,6 +27,8 @@ import tempfile
 import threading
 import time
 
+from canonical import errors
+
 _LOCAL_MODE = None  # A new file's mode under this process's umask.
 _options = None     # The PipelineOptions set by `configure`.
 _configured = None  # Their filesystem values, as `worker_options` gives them.
@@ -35,7 +37,7 @@ _s3_lock = threading.Lock()
 _S3_PUT_LIMIT = 5 * 2**30  # The largest object one PutObject may write.
 
 
-class StorageError(OSError):
+class StorageError(errors.Error, OSError):
   """A path that cannot be reached, read or written; the message says why."""
 
 

@@ -4,22 +4,22 @@ Every function here is pure (no variables, no stateful random ops), so it can
 be traced into a canonical-form piece and saved as a GraphDef.
 """
 
-from canonical.learning import keras_optimizers
-from canonical.learning import losses
-from canonical.learning import models
-from canonical.learning import optimizers
-from canonical.learning.client_update import ClientOutput
 from canonical.learning.client_update import client_update
+from canonical.learning.client_update import ClientOutput
 from canonical.learning.evaluation import evaluate
 from canonical.learning.keras_model import from_keras_model
+from canonical.learning import keras_optimizers
+from canonical.learning import losses
 from canonical.learning.model import BatchOutput
 from canonical.learning.model import FunctionalModel
 from canonical.learning.model import ModelWeights
 from canonical.learning.model import split_batch
 from canonical.learning.model import without_empty_batches
-from canonical.learning.optimizers import Optimizer
+from canonical.learning import models
+from canonical.learning import optimizers
 from canonical.learning.optimizers import adagrad
 from canonical.learning.optimizers import adam
+from canonical.learning.optimizers import Optimizer
 from canonical.learning.optimizers import rmsprop
 from canonical.learning.optimizers import sgd
 from canonical.learning.server_update import server_update

@@ -5,6 +5,7 @@ import collections.abc
 
 import tensorflow as tf
 
+from canonical import errors
 from canonical.learning import losses
 from canonical.learning import model as model_lib
 
@@ -22,13 +23,13 @@ def from_keras_model(keras_model, input_spec, loss, metrics=None):
   """
   if isinstance(input_spec, collections.abc.Mapping):
     if set(input_spec) != {'x', 'y'}:
-      raise ValueError(f'from_keras_model: input_spec must have keys x and y, '
+      raise errors.InvalidValueError(f'from_keras_model: input_spec must have keys x and y, '
                        f'got {sorted(input_spec)}.')
     x_spec = input_spec['x']
   elif isinstance(input_spec, (tuple, list)) and len(input_spec) == 2:
     x_spec = input_spec[0]
   else:
-    raise ValueError('from_keras_model: input_spec must be a dict with x and '
+    raise errors.InvalidValueError('from_keras_model: input_spec must be a dict with x and '
                      f'y, or an (x, y) pair, got {input_spec!r}.')
   model = model_lib.FunctionalModel(
       keras_model, losses.from_keras_loss(loss),
@@ -37,6 +38,6 @@ def from_keras_model(keras_model, input_spec, loss, metrics=None):
           lambda s: tf.TensorSpec(s.shape, s.dtype), input_spec))
   if not tf.TensorShape(x_spec.shape).is_compatible_with(
       model.input_spec.shape):
-    raise ValueError(f'from_keras_model: input_spec x is {x_spec}, but the '
+    raise errors.InvalidValueError(f'from_keras_model: input_spec x is {x_spec}, but the '
                      f'model takes {model.input_spec}.')
   return model

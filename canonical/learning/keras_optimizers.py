@@ -8,6 +8,7 @@ counterpart here (learning-rate schedules, weight decay, gradient clipping,
 EMA, AMSGrad, gradient accumulation, other optimizer classes).
 """
 
+from canonical import errors
 from canonical.learning import optimizers
 
 # Config entries every Keras optimizer has, and the value that means "off".
@@ -40,19 +41,19 @@ def from_keras(optimizer, who='optimizer'):
   """
   name = type(optimizer).__name__
   if name not in _TRANSLATIONS:
-    raise ValueError(
+    raise errors.InvalidValueError(
         f'{who}: Keras {name} has no pure counterpart here; use SGD (with '
         'momentum or nesterov), Adam, Adagrad or RMSprop, or a '
         'canonical.learning optimizer.')
   build, keys, refused = _TRANSLATIONS[name]
   config = optimizer.get_config()
   if isinstance(config.get('learning_rate'), dict):
-    raise ValueError(f'{who}: Keras {name} with a learning-rate schedule '
+    raise errors.InvalidValueError(f'{who}: Keras {name} with a learning-rate schedule '
                      f'({config["learning_rate"].get("class_name", "?")}) '
                      'cannot run in a pure piece; pass a constant rate.')
   for setting, allowed in dict(_OFF, **refused).items():
     if config.get(setting, allowed) != allowed:
-      raise ValueError(f'{who}: Keras {name} with {setting}='
+      raise errors.InvalidValueError(f'{who}: Keras {name} with {setting}='
                        f'{config[setting]!r} has no pure counterpart here; '
                        f'leave {setting} at {allowed!r}.')
   return build(**{key: config[key] for key in keys})

@@ -8,6 +8,8 @@ from typing import Callable, NamedTuple
 
 import tensorflow as tf
 
+from canonical import errors
+
 
 class Loss(NamedTuple):
   """A loss on a model's raw outputs (logits for classifiers)."""
@@ -95,13 +97,13 @@ def from_keras_loss(loss):
   config = loss.get_config() if hasattr(loss, 'get_config') else {}
   if name == 'SparseCategoricalCrossentropy':
     if config.get('ignore_class') is not None:
-      raise ValueError('Keras SparseCategoricalCrossentropy with ignore_class '
+      raise errors.InvalidValueError('Keras SparseCategoricalCrossentropy with ignore_class '
                        'has no pure counterpart here.')
     return LOSSES['sparse_categorical_crossentropy' if config.get(
         'from_logits') else 'sparse_categorical_crossentropy_of_probabilities']
   if name == 'MeanSquaredError':
     return LOSSES['mean_squared_error']
-  raise ValueError(f'Keras loss {name} has no pure counterpart here; use '
+  raise errors.InvalidValueError(f'Keras loss {name} has no pure counterpart here; use '
                    'SparseCategoricalCrossentropy or MeanSquaredError, or a '
                    f'name in {sorted(LOSSES)}.')
 
@@ -113,7 +115,7 @@ def from_keras_metric(metric):
   name = type(metric).__name__
   if name == 'SparseCategoricalAccuracy':
     return METRICS['sparse_categorical_accuracy']
-  raise ValueError(f'Keras metric {name} has no pure counterpart here; use '
+  raise errors.InvalidValueError(f'Keras metric {name} has no pure counterpart here; use '
                    f'SparseCategoricalAccuracy or a name in {sorted(METRICS)}.')
 
 
@@ -122,7 +124,7 @@ def get_loss(name):
   if isinstance(name, Loss):
     return name
   if name not in LOSSES:
-    raise ValueError(f'Unknown loss {name!r}; known losses: {sorted(LOSSES)}.')
+    raise errors.InvalidValueError(f'Unknown loss {name!r}; known losses: {sorted(LOSSES)}.')
   return LOSSES[name]
 
 
@@ -132,14 +134,14 @@ def get_metrics(names, loss):
   for name in names:
     metric = name if isinstance(name, Metric) else METRICS.get(name)
     if metric is None:
-      raise ValueError(
+      raise errors.InvalidValueError(
           f'Unknown metric {name!r}; known metrics: {sorted(METRICS)}.')
     if metric.needs_class_labels and not loss.class_labels:
-      raise ValueError(
+      raise errors.InvalidValueError(
           f'Metric {metric.name!r} needs integer class labels, but loss '
           f'{loss.name!r} does not take class labels.')
     metrics.append(metric)
   sum_names = [m.sum_name for m in metrics] + list(ALWAYS_SUMMED)
   if len(set(sum_names)) != len(sum_names):
-    raise ValueError(f'Metric sums repeat a name: {sum_names}.')
+    raise errors.InvalidValueError(f'Metric sums repeat a name: {sum_names}.')
   return tuple(metrics)

@@ -16,6 +16,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from canonical import errors
 from canonical.learning import losses as losses_lib
 
 
@@ -42,7 +43,7 @@ def split_batch(batch):
     return batch['x'], batch['y']
   if isinstance(batch, (tuple, list)) and len(batch) == 2:
     return batch[0], batch[1]
-  raise TypeError(
+  raise errors.InvalidTypeError(
       'A batch must be an (x, y) pair or a dict with keys "x" and "y"; got '
       f'{tf.nest.map_structure(lambda t: getattr(t, "dtype", t), batch)!r}.')
 
@@ -95,9 +96,9 @@ def _build(model_fn, seed):
   with _keras_seed(seed):
     model = model_fn()
   if not isinstance(model, keras.Model):
-    raise TypeError(f'model_fn must return a keras.Model, got {type(model)}.')
+    raise errors.InvalidTypeError(f'model_fn must return a keras.Model, got {type(model)}.')
   if not model.built or not model.weights:
-    raise ValueError(
+    raise errors.InvalidValueError(
         'model_fn must return a built model with weights: give it an explicit '
         'input shape (keras.Input(shape=...)) so its weights exist before any '
         'data is seen.')
@@ -115,7 +116,7 @@ class FunctionalModel:
                metrics=('accuracy',), model_fn=None, seed=None,
                batch_spec=None):
     if not getattr(keras_model, 'inputs', None):
-      raise ValueError(
+      raise errors.InvalidValueError(
           'The Keras model has no symbolic inputs: build it as a Sequential '
           'or functional model that starts with keras.Input(shape=...).')
     self._model = keras_model
@@ -194,7 +195,7 @@ class FunctionalModel:
     if seed is None or seed == self._seed:
       return tf.nest.map_structure(np.copy, self._initial_weights)
     if self._model_fn is None:
-      raise ValueError(
+      raise errors.InvalidValueError(
           'This FunctionalModel wraps a ready Keras model, so it can only give '
           'that model\'s weights; build it with FunctionalModel.from_keras to '
           'draw initial weights for other seeds.')

@@ -2,6 +2,7 @@
 
 import keras
 
+from canonical import errors
 from canonical.learning import keras_optimizers
 from canonical.learning import model as model_lib
 from canonical.learning import optimizers
@@ -18,14 +19,14 @@ def functional_model_of(model_fn, who):
   if isinstance(model_fn, model_lib.FunctionalModel):
     return model_fn
   if not callable(model_fn):
-    raise TypeError(f'{who}: model_fn must be a no-argument function returning '
+    raise errors.InvalidTypeError(f'{who}: model_fn must be a no-argument function returning '
                     f'a canonical.learning.FunctionalModel, got {model_fn!r}.')
   model = model_fn()
   if isinstance(model, model_lib.FunctionalModel):
     return model
   if isinstance(model, keras.Model):
     return model_lib.FunctionalModel(model)
-  raise TypeError(
+  raise errors.InvalidTypeError(
       f'{who}: model_fn returned {type(model).__name__}; it must return a '
       'canonical.learning.FunctionalModel (e.g. FunctionalModel.from_keras('
       'builder)) or a built keras.Model.')
@@ -41,7 +42,7 @@ def optimizer_of(optimizer_fn, who):
   if keras_optimizers.is_keras_optimizer(optimizer):
     return keras_optimizers.from_keras(optimizer, who)
   if not isinstance(optimizer, optimizers.Optimizer):
-    raise TypeError(
+    raise errors.InvalidTypeError(
         f'{who} must return a pure optimizer such as '
         'canonical.learning.sgd(0.1), or a Keras SGD, Adam, Adagrad or '
         f'RMSprop, got {type(optimizer).__name__}.')

@@ -12,6 +12,8 @@ from typing import Callable, NamedTuple
 
 import tensorflow as tf
 
+from canonical import errors
+
 
 class Optimizer(NamedTuple):
   """A pure optimizer."""
@@ -191,20 +193,20 @@ def _check_same_structure(weights, gradients):
   try:
     tf.nest.assert_same_structure(weights, gradients)
   except (ValueError, TypeError) as e:
-    raise ValueError(
+    raise errors.InvalidValueError(
         f'Gradients do not have the structure of the weights: {e}') from None
 
 
 def _check_non_negative(name, value):
   if isinstance(value, numbers.Number) and not value >= 0:
-    raise ValueError(f'{name} must be non-negative, got {value}.')
+    raise errors.InvalidValueError(f'{name} must be non-negative, got {value}.')
 
 
 def _check_positive(optimizer, name, value):
   if not value > 0:
-    raise ValueError(f'{optimizer}: {name} must be positive, got {value}.')
+    raise errors.InvalidValueError(f'{optimizer}: {name} must be positive, got {value}.')
 
 
 def _check_fraction(name, value):
   if isinstance(value, numbers.Number) and not 0 <= value < 1:
-    raise ValueError(f'{name} must be in [0, 1), got {value}.')
+    raise errors.InvalidValueError(f'{name} must be in [0, 1), got {value}.')

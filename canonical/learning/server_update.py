@@ -2,6 +2,7 @@
 
 import tensorflow as tf
 
+from canonical import errors
 from canonical.learning.model import ModelWeights
 
 
@@ -18,7 +19,7 @@ def server_update(server_optimizer, server_optimizer_state, weights,
   trainable = tuple(tf.convert_to_tensor(w) for w in weights.trainable)
   mean_delta = tuple(tf.convert_to_tensor(d) for d in mean_delta)
   if len(mean_delta) != len(trainable):
-    raise ValueError(
+    raise errors.InvalidValueError(
         f'mean_delta has {len(mean_delta)} tensors but the model has '
         f'{len(trainable)} trainable weights.')
   pseudo_gradient = tuple(-d for d in mean_delta)

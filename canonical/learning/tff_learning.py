@@ -12,10 +12,10 @@ import collections
 
 from canonical.core import computations
 from canonical.core import intrinsics
-from canonical.templates import iterative_process as process_lib
-from canonical.learning.algorithms import fedavg as averaging
 from canonical.core import specs
+from canonical.learning.algorithms import fedavg as averaging
 from canonical.learning import model_fns
+from canonical.templates import iterative_process as process_lib
 
 
 def build_federated_averaging_process(model_fn, client_optimizer_fn,

@@ -23,6 +23,8 @@ import dp_accounting
 from dp_accounting import pld
 from dp_accounting import rdp
 
+from canonical import errors
+
 ACCOUNTANTS = ('rdp', 'pld')
 
 # rounds_within_budget searches no further: far beyond any training run.
@@ -30,7 +32,7 @@ _MAX_ROUNDS = 2**40
 
 
 def _fail(message):
-  raise ValueError(f'canonical.privacy: {message}')
+  raise errors.InvalidValueError(f'canonical.privacy: {message}')
 
 
 def _number(name, value):

@@ -15,15 +15,15 @@ import tensorflow as tf
 from google.protobuf import message
 
 from canonical import form as form_lib
-from canonical.secagg import sums as secure_sums
-from canonical import io as storage
 from canonical.form import FormError
+from canonical import io as storage
 from canonical.saving import canonical_form_pb2
 from canonical.saving import envelope
 from canonical.saving import graph_checks
 from canonical.saving import graph_piece
 from canonical.saving import op_allowlist
 from canonical.saving import structure_coding
+from canonical.secagg import sums as secure_sums
 
 REQUIRED_PIECES = form_lib.PIECES
 OPTIONAL_PIECES = ('client_state_init', 'secure_parameters')

@@ -24,12 +24,13 @@ import numpy as np
 import tensorflow as tf
 
 from canonical.core import dataset_seeds
+from canonical import errors
 
 MAX_EXPANDED_CONSTANT_BYTES = 256 << 20
 _FORBIDDEN_CONSTANT_DTYPES = (tf.resource, tf.variant)
 
 
-class GraphCheckError(ValueError):
+class GraphCheckError(errors.Error, ValueError):
   """The GraphDef is refused; the message names the node or function."""
 
 

@@ -11,13 +11,14 @@ tensor.
 import tensorflow as tf
 from tensorflow.python.util import nest
 
-from canonical import form as form_lib
 from canonical.core import types as ft
+from canonical import errors
+from canonical import form as form_lib
 from canonical.saving import canonical_form_pb2
 from canonical.saving import structure_coding
 
 
-class BindingError(ValueError):
+class BindingError(errors.Error, ValueError):
   """A piece's bindings do not fit its graph or its structures."""
 
 
@@ -92,7 +93,7 @@ class GraphPiece(form_lib.Piece):
       values = nest.flatten_up_to(tuple(self.input_specs), args,
                                   check_types=False)
     except (TypeError, ValueError) as e:
-      raise TypeError(f'Piece {self.name!r} {self.input_signature()} was '
+      raise errors.InvalidTypeError(f'Piece {self.name!r} {self.input_signature()} was '
                       f'called with arguments that do not fit: {e}') from e
     flat = [self._feed(spec, value) for spec, value in zip(
         structure_coding.flat_specs(self.input_specs), values)]
@@ -107,7 +108,7 @@ class GraphPiece(form_lib.Piece):
     tensor = tf.convert_to_tensor(value, dtype_hint=spec.dtype)
     if tensor.dtype != spec.dtype or not tensor.shape.is_compatible_with(
         spec.shape):
-      raise TypeError(
+      raise errors.InvalidTypeError(
           f'Piece {self.name!r} {self.input_signature()}: expected '
           f'{ft.describe(spec)}, got {ft.describe(ft.spec_of(tensor))}.')
     return tensor

@@ -10,12 +10,13 @@ from tensorflow.core.protobuf import struct_pb2
 from tensorflow.python.saved_model import nested_structure_coder
 
 from canonical.core import types as ft
+from canonical import errors
 
 _MAX_DEPTH = 64
 _DATASET_SPEC = struct_pb2.TypeSpecProto.DATA_DATASET_SPEC
 
 
-class StructureError(ValueError):
+class StructureError(errors.Error, ValueError):
   """A StructuredValue that is not a member structure."""
 
 

@@ -14,9 +14,6 @@ masks with whom (every pair, or k ring neighbors: SecAgg+).
 """
 
 from canonical.secagg import aggregation
-from canonical.secagg import graph
-from canonical.secagg import shamir
-from canonical.secagg import wire
 from canonical.secagg.aggregation import MaskedSum
 from canonical.secagg.client import advertise_keys
 from canonical.secagg.client import ClientKeys
@@ -38,6 +35,7 @@ from canonical.secagg.driver import SecureSumResult
 from canonical.secagg.errors import ProtocolViolationError
 from canonical.secagg.errors import RoundFailedError
 from canonical.secagg.errors import SecAggError
+from canonical.secagg import graph
 from canonical.secagg.messages import ContributorList
 from canonical.secagg.messages import EncryptedShares
 from canonical.secagg.messages import KeyAdvertisement
@@ -50,6 +48,8 @@ from canonical.secagg.server import check_connected
 from canonical.secagg.server import relay_shares
 from canonical.secagg.server import roster_for
 from canonical.secagg.server import unmask
+from canonical.secagg import shamir
+from canonical.secagg import wire
 
 __all__ = [
     'ClientKeys', 'ContributorList', 'EncryptedShares', 'KeyAdvertisement',

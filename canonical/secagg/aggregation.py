@@ -10,8 +10,8 @@ import dataclasses
 import numpy as np
 
 from canonical.secagg import config as config_lib
-from canonical.secagg import masks
 from canonical.secagg.errors import SecAggError
+from canonical.secagg import masks
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

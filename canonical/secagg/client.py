@@ -19,6 +19,9 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.asymmetric import x25519
 
 from canonical.secagg import config as config_lib
+from canonical.secagg.errors import ProtocolViolationError
+from canonical.secagg.errors import RoundFailedError
+from canonical.secagg.errors import SecAggError
 from canonical.secagg import graph
 from canonical.secagg import keys as keys_lib
 from canonical.secagg import masks
@@ -26,9 +29,6 @@ from canonical.secagg import messages
 from canonical.secagg import randomness
 from canonical.secagg import roster as roster_lib
 from canonical.secagg import shamir
-from canonical.secagg.errors import ProtocolViolationError
-from canonical.secagg.errors import RoundFailedError
-from canonical.secagg.errors import SecAggError
 
 
 @dataclasses.dataclass(frozen=True)

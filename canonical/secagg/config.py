@@ -13,9 +13,9 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.python.util import nest
 
+from canonical.secagg.errors import SecAggError
 from canonical.secagg import graph
 from canonical.secagg import masks
-from canonical.secagg.errors import SecAggError
 
 
 @dataclasses.dataclass(frozen=True)

@@ -12,12 +12,12 @@ from typing import Any
 from canonical.secagg import aggregation
 from canonical.secagg import client
 from canonical.secagg import config as config_lib
+from canonical.secagg.errors import SecAggError
 from canonical.secagg import graph
 from canonical.secagg import messages
 from canonical.secagg import randomness
 from canonical.secagg import roster as roster_lib
 from canonical.secagg import server
-from canonical.secagg.errors import SecAggError
 
 
 @dataclasses.dataclass(frozen=True)

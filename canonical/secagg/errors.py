@@ -1,7 +1,9 @@
 """Errors of secure aggregation: bad input, a failed round, a refusal."""
 
+from canonical import errors
 
-class SecAggError(ValueError):
+
+class SecAggError(errors.Error, ValueError):
   """Bad input or a broken message; the text names the client and the leaf."""
 
 

@@ -18,8 +18,9 @@ import functools
 import hashlib
 import math
 
-from canonical.secagg import kdf
+from canonical import errors
 from canonical.secagg.errors import SecAggError
+from canonical.secagg import kdf
 
 
 AUTO = 'auto'  # `neighbors_for` the round's number of clients.
@@ -39,7 +40,7 @@ def from_text(text):
   if text is None or text == AUTO:
     return text
   if not (text.isdigit() and int(text) >= 2 and int(text) % 2 == 0):
-    raise ValueError(f'{text!r} is not auto or an even number >= 2')
+    raise errors.InvalidValueError(f'{text!r} is not auto or an even number >= 2')
   return int(text)
 
 

@@ -9,6 +9,8 @@ import functools
 import hashlib
 import struct
 
+from canonical import errors
+
 _DOMAIN = b'fedcanon/secagg/v2'  # v2: BLAKE2b (v1: HKDF-SHA256).
 KEY_BYTES = 32
 
@@ -24,7 +26,7 @@ def encode_label(*parts):
   out = [_DOMAIN]
   for part in parts:
     if isinstance(part, bool):
-      raise TypeError(f'label part {part!r}: bool is not a label')
+      raise errors.InvalidTypeError(f'label part {part!r}: bool is not a label')
     if isinstance(part, bytes):
       tag, data = b'b', part
     elif isinstance(part, str):
@@ -32,7 +34,7 @@ def encode_label(*parts):
     elif isinstance(part, int):
       tag, data = b'i', str(part).encode('ascii')
     else:
-      raise TypeError(f'label part {part!r}: expected str, bytes or int')
+      raise errors.InvalidTypeError(f'label part {part!r}: expected str, bytes or int')
     out.append(tag + struct.pack('>I', len(data)) + data)
   return b''.join(out)
 
@@ -44,7 +46,7 @@ def derive_key(secret, *label_parts):
   session keys (crypto_kx). One C call: HKDF's two HMACs cost 7x more, and a
   round derives ~90 keys per client."""
   if len(secret) > hashlib.blake2b.MAX_KEY_SIZE:
-    raise ValueError(f'a {len(secret)}-byte secret: keys derive from at most '
+    raise errors.InvalidValueError(f'a {len(secret)}-byte secret: keys derive from at most '
                      f'{hashlib.blake2b.MAX_KEY_SIZE} bytes')
   return hashlib.blake2b(encode_label(*label_parts), key=secret,
                          digest_size=KEY_BYTES).digest()

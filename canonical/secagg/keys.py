@@ -12,8 +12,8 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import x25519
 from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 
-from canonical.secagg import kdf
 from canonical.secagg.errors import SecAggError
+from canonical.secagg import kdf
 
 PRIVATE_KEY_BYTES = 32
 SEED_BYTES = 32

@@ -14,6 +14,7 @@ import os
 from cryptography.hazmat.primitives.ciphers import Cipher
 from cryptography.hazmat.primitives.ciphers import algorithms
 
+from canonical import errors
 from canonical.secagg import kdf
 
 
@@ -35,7 +36,7 @@ class SeededRandom:
 
   def __init__(self, seed, label=()):
     if isinstance(seed, bool) or not isinstance(seed, (int, bytes, str)):
-      raise TypeError(f'seed {seed!r}: expected an int, bytes or str')
+      raise errors.InvalidTypeError(f'seed {seed!r}: expected an int, bytes or str')
     self._seed = seed
     self._label = tuple(label)
     # Hashed: a seed of any length keys the derivation.
@@ -60,7 +61,7 @@ def source(seed=None):
 def random_below(rng, bound):
   """A uniform int in [0, bound), by rejection sampling (no modulo bias)."""
   if bound < 1:
-    raise ValueError(f'bound {bound} must be positive')
+    raise errors.InvalidValueError(f'bound {bound} must be positive')
   bits = (bound - 1).bit_length()
   num_bytes = (bits + 7) // 8
   mask = (1 << bits) - 1

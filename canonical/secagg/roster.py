@@ -8,9 +8,9 @@ the same way.
 import collections
 import functools
 
+from canonical.secagg.errors import SecAggError
 from canonical.secagg import memo
 from canonical.secagg import messages
-from canonical.secagg.errors import SecAggError
 
 
 def check_client_id(client_id):

@@ -10,6 +10,7 @@ a wrong secret (this is the semi-honest setting).
 import functools
 from typing import NamedTuple
 
+from canonical import errors
 from canonical.secagg import randomness
 
 # The smallest prime above 2**256, so that any 256-bit secret (an X25519 private
@@ -41,11 +42,11 @@ def random_polynomial(secret, threshold, rng, prime=PRIME):
   """[secret, c_1, ..., c_{t-1}]: the polynomial `split` shares `secret` by;
   a party that keeps `rng`'s seed can redraw it and evaluate its own share."""
   if isinstance(threshold, bool) or not isinstance(threshold, int):
-    raise TypeError(f'threshold {threshold!r} is not an int')
+    raise errors.InvalidTypeError(f'threshold {threshold!r} is not an int')
   if threshold < 1:
-    raise ValueError(f'threshold {threshold} is out of range: it must be >= 1')
+    raise errors.InvalidValueError(f'threshold {threshold} is out of range: it must be >= 1')
   if not 0 <= secret < prime:
-    raise ValueError('secret is not an element of the field')
+    raise errors.InvalidValueError('secret is not an element of the field')
   return [secret] + [
       randomness.random_below(rng, prime) for _ in range(threshold - 1)]
 
@@ -56,7 +57,7 @@ def split(secret, xs, threshold, rng, prime=PRIME):
   _check_points(xs, prime)
   if (isinstance(threshold, int) and not isinstance(threshold, bool)
       and not 1 <= threshold <= len(xs)):
-    raise ValueError(
+    raise errors.InvalidValueError(
         f'threshold {threshold} is out of range [1, {len(xs)}] for {len(xs)} '
         'share(s)')
   coefficients = random_polynomial(secret, threshold, rng, prime)
@@ -67,7 +68,7 @@ def reconstruct(shares, prime=PRIME):
   """f(0) from shares of a polynomial of degree < len(shares)."""
   shares = list(shares)
   if not shares:
-    raise ValueError('no shares to reconstruct from')
+    raise errors.InvalidValueError('no shares to reconstruct from')
   xs = tuple(share.x for share in shares)
   _check_points(xs, prime)
   weights = lagrange_weights_at_zero(xs, prime)
@@ -94,7 +95,7 @@ def lagrange_weights_at_zero(xs, prime=PRIME):
 
 def _check_points(xs, prime):
   if len(set(xs)) != len(xs):
-    raise ValueError(f'share points {list(xs)} are not distinct')
+    raise errors.InvalidValueError(f'share points {list(xs)} are not distinct')
   for x in xs:
     if isinstance(x, bool) or not isinstance(x, int) or not 0 < x < prime:
-      raise ValueError(f'share point {x!r} is not a nonzero field element')
+      raise errors.InvalidValueError(f'share point {x!r} is not a nonzero field element')

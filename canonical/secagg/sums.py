@@ -23,6 +23,7 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.python.util import nest
 
+from canonical import errors
 from canonical import secagg
 
 BITWIDTH = 'federated_secure_sum_bitwidth'
@@ -38,7 +39,7 @@ MAX_MODULUS = 2**63
 _MINIMUM = {BITWIDTH: 1, MAX_INPUT: 1, MODULAR: 2}
 
 
-class SecureSumError(ValueError):
+class SecureSumError(errors.Error, ValueError):
   """A secure sum cannot be computed: a parameter out of range, a client's
   value out of its range, or a sum that does not fit its dtype."""
 

@@ -7,8 +7,8 @@ A malformed message is a `SecAggError`, never an arbitrary exception.
 
 import json
 
-from canonical.secagg import messages
 from canonical.secagg.errors import SecAggError
+from canonical.secagg import messages
 
 
 def _id(value):

@@ -4,9 +4,11 @@ import tensorflow as tf
 
 from canonical.core import computations
 from canonical.core import evaluation
-from canonical.core import intrinsics
+from canonical.core.intrinsics import registry
 from canonical.core import ir
+from canonical.core import naming
 from canonical.core import types as ft
+from canonical import errors
 
 
 class IterativeProcess:
@@ -28,7 +30,7 @@ class IterativeProcess:
 
   def __init__(self, initialize, next, client_state_initializer=None,  # pylint: disable=redefined-builtin
                encoders=None):
-    location = ir.user_location()
+    location = naming.user_location()
     self.location = location
     self.initialize_graph = None
     if isinstance(initialize, computations.FederatedComputation):
@@ -36,15 +38,15 @@ class IterativeProcess:
           initialize, location)
     elif not isinstance(initialize, computations.TFComputation) or (
         initialize.parameter_specs):
-      raise ir.FederatedError(
+      raise errors.FederatedError(
           f'IterativeProcess at {location}: initialize must be a '
           'tf_computation with no argument, or a federated_computation with '
           'no parameter returning a SERVER value (the server state), got '
-          f'{ir.describe_object(initialize)}.')
+          f'{naming.describe_object(initialize)}.')
     if not isinstance(next, computations.FederatedComputation):
-      raise ir.FederatedError(
+      raise errors.FederatedError(
           f'IterativeProcess at {location}: next must be a '
-          f'federated_computation, got {ir.describe_object(next)}.')
+          f'federated_computation, got {naming.describe_object(next)}.')
     self.initialize = initialize
     self.next = next
     self.client_state_initializer = client_state_initializer
@@ -75,35 +77,35 @@ class IterativeProcess:
               if self.has_client_state else
               ' (server state, client data); pass client_state_initializer to '
               'keep state at clients')
-      raise ir.FederatedError(f'{where} must take {expected} parameters'
+      raise errors.FederatedError(f'{where} must take {expected} parameters'
                               f'{hint}, it takes {len(params)}.')
     state_type, data_type = params[0], params[1]
     if state_type.placement != ft.SERVER or not ft.same_member(
         state_type.member, self.state_spec):
-      raise ir.FederatedError(
+      raise errors.FederatedError(
           f'{where}: its first parameter is {state_type}, but initialize '
           f'returns {ft.describe(self.state_spec)}@SERVER.')
     if data_type.placement != ft.CLIENTS:
-      raise ir.FederatedError(f'{where}: client data must be placed at '
+      raise errors.FederatedError(f'{where}: client data must be placed at '
                               f'CLIENTS, got {data_type}.')
     if self.has_client_state:
       init = self.client_state_initializer
       if not isinstance(init, computations.TFComputation) or (
           init.parameter_specs):
-        raise ir.FederatedError(
+        raise errors.FederatedError(
             f'IterativeProcess at {self.location}: client_state_initializer '
             'must be a tf_computation with no argument, got '
-            f'{ir.describe_object(init)}.')
+            f'{naming.describe_object(init)}.')
       if params[2].placement != ft.CLIENTS or not ft.same_member(
           params[2].member, init.result_spec):
-        raise ir.FederatedError(
+        raise errors.FederatedError(
             f'{where}: its client state parameter is {params[2]}, but '
             'client_state_initializer returns '
             f'{ft.describe(init.result_spec)}.')
     result = self.next.trace().result
     if not isinstance(result, (tuple, list)) or len(result) not in (
         expected, expected + 1):
-      raise ir.FederatedError(
+      raise errors.FederatedError(
           f'{where} must return a tuple of {expected}: (server state, metrics'
           f'{", client state" if self.has_client_state else ""}), or of '
           f'{expected + 1} ending with per-client outputs (placed at '
@@ -115,7 +117,7 @@ class IterativeProcess:
                        (metrics, 'the metrics')):
       for leaf in tf.nest.flatten(part):
         if leaf.placement != ft.SERVER:
-          raise ir.FederatedError(
+          raise errors.FederatedError(
               f'{where} returns {leaf!r} as part of {what}, but it is placed '
               f'at CLIENTS{_producer_hint(leaf)}; client values reach the '
               'server only through an aggregation (federated_sum, '
@@ -123,21 +125,21 @@ class IterativeProcess:
     state_member = tf.nest.map_structure(lambda v: v.member, new_state)
     if not ft.same_member(_flat_member(state_member), _flat_member(
         self.state_spec)):
-      raise ir.FederatedError(
+      raise errors.FederatedError(
           f'{where} returns a new server state of type '
           f'{ft.describe(state_member)}, but the state is '
           f'{ft.describe(self.state_spec)}.')
     if self.has_client_state:
       for leaf in tf.nest.flatten(result[2]):
         if leaf.placement != ft.CLIENTS:
-          raise ir.FederatedError(
+          raise errors.FederatedError(
               f'{where} returns {leaf!r} as client state{_producer_hint(leaf)};'
               ' it must be placed at CLIENTS (federated_broadcast a server '
               'value to keep it at the clients).')
       state_member = tf.nest.map_structure(lambda v: v.member, result[2])
       if not ft.same_member(_flat_member(state_member),
                             _flat_member(params[2].member)):
-        raise ir.FederatedError(
+        raise errors.FederatedError(
             f'{where} returns a new client state of type '
             f'{ft.describe(state_member)}, but the client state is '
             f'{ft.describe(params[2].member)}.')
@@ -146,17 +148,17 @@ class IterativeProcess:
 def _check_client_outputs(where, outputs):
   leaves = tf.nest.flatten(outputs)
   if not leaves:
-    raise ir.FederatedError(
+    raise errors.FederatedError(
         f'{where} returns an empty structure as per-client outputs; return '
         'only (server state, metrics) when there are none.')
   for leaf in leaves:
     if leaf.placement != ft.CLIENTS:
-      raise ir.FederatedError(
+      raise errors.FederatedError(
           f'{where} returns {leaf!r} as per-client outputs (its last '
           f'result){_producer_hint(leaf)}; they must be placed at CLIENTS. '
           'Server-side results belong in the metrics.')
     if ft.has_dataset(leaf.member):
-      raise ir.FederatedError(
+      raise errors.FederatedError(
           f'{where} returns {leaf!r} as per-client outputs'
           f'{_producer_hint(leaf)}; only tensors leave a client, not '
           'datasets.')
@@ -168,22 +170,22 @@ def initialize_at_server(computation, location):
   where = (f'IterativeProcess at {location}: initialize '
            f'{computation.describe_for_error()}')
   if computation.parameter_types:
-    raise ir.FederatedError(
+    raise errors.FederatedError(
         f'{where} must take no parameter, it takes '
         f'{len(computation.parameter_types)}.')
   graph = computation.trace()
   for leaf in tf.nest.flatten(graph.result):
     if leaf.placement != ft.SERVER:
-      raise ir.FederatedError(
+      raise errors.FederatedError(
           f'{where} returns {leaf!r}{_producer_hint(leaf)}: the server state '
           'must be placed at SERVER (federated_value(..., SERVER) or '
           'federated_eval(..., SERVER)).')
   needed = ir.upstream_ops(graph.result_values())
   ops = [op for op in graph.ops if id(op) in needed]
   for op in ops:
-    if (op.output.placement != ft.SERVER or op.kind in intrinsics.AGGREGATIONS
-        or op.kind == 'federated_broadcast'):
-      raise ir.FederatedError(
+    if (op.output.placement != ft.SERVER or
+        registry.of(op).role is not registry.Role.LOCAL):
+      raise errors.FederatedError(
           f'{where}: {op.describe()} involves the clients, but initialize '
           'runs once at the server, before any client takes part. Make the '
           'state from SERVER values only (federated_value, federated_eval, '

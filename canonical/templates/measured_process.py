@@ -7,7 +7,8 @@ averaging composes an encoded broadcast and an encoded mean into its round.
 """
 
 from canonical.core import computations
-from canonical.core import ir
+from canonical.core import naming
+from canonical import errors
 from canonical.templates import iterative_process as process_lib
 
 
@@ -28,17 +29,17 @@ class MeasuredProcess:
                client_state_initializer=None, name='process'):
     if isinstance(initialize, computations.FederatedComputation):
       initialize, _ = process_lib.initialize_at_server(
-          initialize, ir.user_location())
+          initialize, naming.user_location())
     elif not isinstance(initialize, computations.TFComputation) or (
         initialize.parameter_specs):
-      raise ir.FederatedError(
+      raise errors.FederatedError(
           f'{name}: initialize must be a tf_computation with no argument, or '
           'a federated_computation with no parameter returning a SERVER '
-          f'value, got {ir.describe_object(initialize)}.')
+          f'value, got {naming.describe_object(initialize)}.')
     if not isinstance(next, computations.FederatedComputation):
-      raise ir.FederatedError(
+      raise errors.FederatedError(
           f'{name}: next must be a federated_computation, got '
-          f'{ir.describe_object(next)}.')
+          f'{naming.describe_object(next)}.')
     self.initialize = initialize
     self.next = next
     self.value_spec = value_spec

@@ -12,19 +12,19 @@ from typing import NamedTuple
 
 import tensorflow as tf
 
-from canonical.core import computations
-from canonical.core import intrinsics
-from canonical.core import ir
-from canonical.templates import iterative_process as process_lib
-from canonical.core import types as ft
 from canonical.aggregators import broadcast
 from canonical.aggregators import mean
-from canonical.templates import measured_process
+from canonical.core import computations
+from canonical.core import intrinsics
 from canonical.core import specs
+from canonical.core import types as ft
+from canonical import errors
+from canonical.learning.client_update import client_update
 from canonical.learning import model_fns
 from canonical.learning import optimizers
-from canonical.learning.client_update import client_update
 from canonical.learning.server_update import server_update
+from canonical.templates import iterative_process as process_lib
+from canonical.templates import measured_process
 
 tf_computation = specs.tf_computation
 federated_computation = computations.federated_computation
@@ -45,11 +45,11 @@ def _default_server_optimizer():
 
 def _check_process(process, expected_spec, role, builder, model_part):
   if not isinstance(process, measured_process.MeasuredProcess):
-    raise TypeError(
+    raise errors.InvalidTypeError(
         f'build_federated_averaging_process: {role} must be a MeasuredProcess '
         f'(e.g. from {builder}), got {type(process).__name__}.')
   if not ft.same_member(process.value_spec, expected_spec):
-    raise ir.FederatedError(
+    raise errors.FederatedError(
         f'build_federated_averaging_process: {role} {process.name!r} works on '
         f'{ft.describe(process.value_spec)}, but the model\'s {model_part} '
         f'are {ft.describe(expected_spec)}: build it from the same model_fn.')
@@ -97,7 +97,7 @@ def build_federated_averaging_process(
                                         f'{who}: server_optimizer_fn')
   if isinstance(client_epochs, bool) or not isinstance(
       client_epochs, int) or client_epochs < 1:
-    raise ValueError(f'{who}: client_epochs must be a positive int, got '
+    raise errors.InvalidValueError(f'{who}: client_epochs must be a positive int, got '
                      f'{client_epochs!r}.')
   weights_spec = specs.plain(model.weights_spec)
   if broadcast_process is None:
@@ -111,7 +111,7 @@ def build_federated_averaging_process(
                  'aggregation_process', 'build_encoded_mean_process_from_model',
                  'trainable weights')
   if broadcast_process.has_client_state:
-    raise ir.FederatedError(f'{who}: the broadcast process keeps client '
+    raise errors.FederatedError(f'{who}: the broadcast process keeps client '
                             'state; only the aggregation process may.')
   error_feedback = aggregation_process.has_client_state
 

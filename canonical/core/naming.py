@@ -1,0 +1,116 @@
+"""How the language names things in its messages: types, objects, and the
+user's source line.
+
+Errors name the user's line (`user_location`: the innermost frame outside the
+library) and describe values by type and computations by name and line, never
+by a repr that shows a memory address.
+"""
+
+import collections.abc
+import dataclasses
+import linecache
+import os
+import sys
+import sysconfig
+
+import tensorflow as tf
+
+
+def describe(member):
+  """A short readable form of a member structure."""
+
+  def leaf(spec):
+    if isinstance(spec, tf.data.DatasetSpec):
+      return f'Dataset<{describe(spec.element_spec)}>'
+    dims = ','.join('?' if d is None else str(d) for d in spec.shape.as_list()) \
+        if spec.shape.rank is not None else '...'
+    return f'{spec.dtype.name}[{dims}]'
+
+  if isinstance(member, collections.abc.Mapping):
+    return '<' + ', '.join(f'{k}={describe(member[k])}'
+                           for k in sorted(member)) + '>'
+  if isinstance(member, (list, tuple)):
+    return '<' + ', '.join(describe(v) for v in member) + '>'
+  return leaf(member)
+
+
+
+@dataclasses.dataclass(frozen=True)
+class Location:
+  filename: str
+  lineno: int
+
+  def __str__(self):
+    line = linecache.getline(self.filename, self.lineno).strip()
+    where = f'{os.path.basename(self.filename)}:{self.lineno}'
+    return f'{where} ({line})' if line else where
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The language and what runs it: a frame here is never the user's line.
+_LIBRARY_DIRS = tuple(os.path.join(_PACKAGE_DIR, d) + os.sep for d in (
+    'core', 'compiler', 'templates', 'executors'))
+_STDLIB_DIR = os.path.abspath(sysconfig.get_paths()['stdlib'])
+
+
+def is_library_file(filename):
+  """Whether a frame in `filename` is library code rather than the user's.
+
+  The language and what runs it (`canonical`'s own modules and its `core`,
+  `compiler`, `templates` and `executors`), installed packages (TensorFlow,
+  Keras), the standard library and AutoGraph's generated files are library;
+  everything else, `canonical.learning` and `canonical.aggregators`
+  included, is user code.
+  """
+  if not filename or filename.startswith('<'):
+    return True
+  path = os.path.abspath(filename)
+  parts = path.split(os.sep)
+  return (os.path.dirname(path) == _PACKAGE_DIR or
+          path.startswith(_LIBRARY_DIRS) or
+          'site-packages' in parts or 'dist-packages' in parts or
+          path.startswith(_STDLIB_DIR + os.sep) or
+          os.path.basename(path).startswith('__autograph_generated_file'))
+
+
+def user_location():
+  """The innermost stack frame outside the library: the user's line."""
+  frame = sys._getframe(1)  # pylint: disable=protected-access
+  while frame is not None:
+    if not is_library_file(frame.f_code.co_filename):
+      return Location(frame.f_code.co_filename, frame.f_lineno)
+    frame = frame.f_back
+  return Location('<unknown>', 0)
+
+
+def location_of_tf_op(op):
+  """The user's line that created TF op `op` (AutoGraph lines mapped back)."""
+  for frame in reversed(list(getattr(op, 'traceback', None) or ())):
+    if not is_library_file(frame.filename):
+      return Location(frame.filename, frame.lineno)
+  return None
+
+
+def describe_object(obj):
+  """A short name for `obj` in an error message: computations and functions
+  by their names and lines, never by a repr that shows a memory address."""
+  describe = getattr(obj, 'describe_for_error', None)
+  if callable(describe) and not isinstance(obj, type):
+    return describe()
+  if isinstance(obj, type):
+    return f'the class {obj.__qualname__}'
+  code = getattr(obj, '__code__', None)
+  if code is not None:
+    where = Location(code.co_filename, code.co_firstlineno)
+    return (f'the Python function {getattr(obj, "__qualname__", "?")!r} '
+            f'defined at {where}')
+  if isinstance(obj, tf.data.Dataset):
+    return f'a dataset {describe(tf.data.DatasetSpec.from_value(obj))}'
+  if tf.is_tensor(obj):
+    dims = ','.join('?' if d is None else str(d) for d in obj.shape.as_list()) \
+        if obj.shape.rank is not None else '...'
+    return f'a tensor {obj.dtype.name}[{dims}]'
+  text = repr(obj)
+  if ' at 0x' in text or ' object at ' in text:
+    return f'a {type(obj).__name__} object'
+  return text if len(text) <= 80 else text[:77] + '...'

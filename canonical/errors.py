@@ -1,0 +1,26 @@
+"""The root of every error this project raises, so that a command line catches
+one type and prints one `error:` line.
+
+Each error also derives from the built-in kind it always was (`TypeError`,
+`ValueError`, `OSError`, ...), so code that caught those still does. Errors
+that tensor_encoding's interfaces raise (`encoders`) stay the built-in ones it
+raises.
+"""
+
+
+class Error(Exception):
+  """An error of this project: bad input, or a round that cannot go on; the
+  message names what is wrong and where."""
+
+
+class FederatedError(Error, TypeError):
+  """A federated program is ill-typed or cannot be expressed; names where."""
+
+
+class InvalidValueError(Error, ValueError):
+  """An argument of the right kind but a wrong value (out of its range, an
+  unknown name, a plan over its budget); the message names it."""
+
+
+class InvalidTypeError(Error, TypeError):
+  """An argument of the wrong kind; the message names it and what it takes."""
