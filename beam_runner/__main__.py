@@ -94,10 +94,10 @@ def _parser():
 
 def run_command(args, flags):
   import beam_runner  # pylint: disable=g-import-not-at-top
-  from canonical import io as storage  # pylint: disable=g-import-not-at-top
+  from canonical import io as storage_lib  # pylint: disable=g-import-not-at-top
   from canonical.secagg import graph as secagg_graph  # pylint: disable=g-import-not-at-top
   options = beam_options(flags)
-  storage.configure(options)
+  storage = storage_lib.storage_for(options)
   for name in ('rounds', 'clients_per_round', 'min_clients',
                'rounds_per_pipeline', 'clients_per_element', 'seed',
                'secure_threshold'):
@@ -115,10 +115,10 @@ def run_command(args, flags):
     raise UsageError('--secure-neighbors must be an even number, 2 or '
                      'more, or auto.') from None
   try:
-    if not storage.exists(args.form) or (storage.is_local(args.form) and
+    if not storage.exists(args.form) or (storage_lib.is_local(args.form) and
                                          not os.path.isfile(args.form)):
       raise UsageError(f'--form {args.form!r}: no such file.')
-  except storage.StorageError as e:
+  except storage_lib.StorageError as e:
     raise UsageError(f'--form: {e}') from None
   result = beam_runner.run(
       args.form, args.clients, args.rounds, args.clients_per_round,
@@ -135,8 +135,10 @@ def run_command(args, flags):
         f'{beam_runner.RunDir(result.output_dir).state_path(result.rounds)}')
 
 
-def write_clients_command(args):
+def write_clients_command(args, flags):
   import beam_runner  # pylint: disable=g-import-not-at-top
+  from canonical import io as storage_lib  # pylint: disable=g-import-not-at-top
+  storage = storage_lib.storage_for(beam_options(flags))  # --s3_* flags.
   module_name, _, function_name = args.source.partition(':')
   if not module_name or not function_name:
     raise UsageError(f'--from {args.source!r}: expected MODULE:FUNCTION.')
@@ -149,7 +151,7 @@ def write_clients_command(args):
   if not isinstance(data, dict):
     raise UsageError(f'--from {args.source!r} returned '
                      f'{type(data).__name__}, not a dict client id -> data.')
-  source = beam_runner.write_client_data(args.output, data)
+  source = beam_runner.write_client_data(args.output, data, storage)
   print(f'{len(source.client_ids())} clients written to {source.directory}')
 
 
@@ -158,13 +160,11 @@ def main(argv=None):
   args, flags = _parser().parse_known_args(argv)
   from beam_runner.driver import runner  # pylint: disable=g-import-not-at-top
   from canonical import errors  # pylint: disable=g-import-not-at-top
-  from canonical import io as storage  # pylint: disable=g-import-not-at-top
   try:
     if args.command == 'run':
       run_command(args, flags)
     else:
-      storage.configure(beam_options(flags))  # e.g. --s3_endpoint_url.
-      write_clients_command(args)
+      write_clients_command(args, flags)
   except runner.RoundError as e:
     print(f'error: {e}', file=sys.stderr)
     return ROUND_FAILED

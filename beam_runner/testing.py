@@ -23,6 +23,7 @@ from beam_runner.worker_io import tensor_io
 import canonical
 from canonical import errors
 from canonical.executors import reference
+from canonical import io as storage_lib
 
 RUNNING_MODES = ('in_memory', 'multi_threading', 'multi_processing')
 
@@ -77,8 +78,10 @@ def assert_rounds_match(process, client_data, rounds=3, clients_per_round=None,
   else:
     running_mode = 'engine'
     mode = f'Beam ({engines.runner_name(pipeline_options)})'
+  storage = storage_lib.storage_for(
+      engines.pipeline_options_of(pipeline_options))
   with tempfile.TemporaryDirectory(prefix='assert_rounds_match-') as temp:
-    data = client_data_lib.source_of(client_data)
+    data = client_data_lib.source_of(client_data, storage)
     if (running_mode != 'in_memory' and
         isinstance(data, client_data_lib.InMemoryClientData)):
       data = client_data_lib.write_client_data(
@@ -92,17 +95,17 @@ def assert_rounds_match(process, client_data, rounds=3, clients_per_round=None,
                         pipeline_options=pipeline_options, seed=seed,
                         progress=lambda line: None,
                         clients_per_element=clients_per_element)
-    _compare_runs(process, form, data, rounds, out, mode, rtol, atol,
-                  check_local)
+    _compare_runs(process, form, data, rounds, run_dir.RunDir(out, storage),
+                  mode, rtol, atol, check_local)
   return result
 
 
-def _compare_runs(process, form, data, rounds, out, mode, rtol, atol,
+def _compare_runs(process, form, data, rounds, run, mode, rtol, atol,
                   check_local):
-  run = run_dir.RunDir(out)
   kept_paths = run.client_state_paths()
   state = process.initialize.invoke()
-  _compare(tensor_io.read_tensors(run.state_path(0), form.state_spec), state,
+  _compare(tensor_io.read_tensors(run.state_path(0), form.state_spec,
+                                  storage=run.storage), state,
            atol=0, rtol=0, what=f'{mode}: the initial server state')
   local_state = state
   kept, local_kept, last_round = {}, {}, {}
@@ -121,7 +124,7 @@ def _compare_runs(process, form, data, rounds, out, mode, rtol, atol,
     expected = _reference_round(process, state, values, ids, kept)
     where = f'round {number}'
     beam_state = tensor_io.read_tensors(run.state_path(number),
-                                        form.state_spec)
+                                        form.state_spec, storage=run.storage)
     _compare(beam_state, expected[0], rtol, atol,
              f'{mode}, {where}: server state', reference=True)
     _compare_metrics(outcome['metrics'], expected[1], rtol, atol,
@@ -141,7 +144,8 @@ def _compare_runs(process, form, data, rounds, out, mode, rtol, atol,
       raise AssertionError(f'{mode} kept no state for client {client!r}, '
                            f'sampled in round {last_round[client]}.')
     _compare(tensor_io.read_tensors(kept_paths[client],
-                                    form.client_state_spec),
+                                    form.client_state_spec,
+                                    storage=run.storage),
              kept[client], rtol, atol,
              f'{mode}: state of client {client!r} after round '
              f'{last_round[client]} (its last)', reference=True)

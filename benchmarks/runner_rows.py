@@ -230,15 +230,16 @@ class Place:
 
   def new_run_dir(self):
     import uuid  # pylint: disable=g-import-not-at-top
-    from canonical import io as storage  # pylint: disable=g-import-not-at-top
+    from canonical import io as storage_lib  # pylint: disable=g-import-not-at-top
     self._count += 1
-    return storage.join(self._runs, f'run-{self._count}-{uuid.uuid4().hex[:6]}')
+    return storage_lib.join(self._runs, f'run-{self._count}-{uuid.uuid4().hex[:6]}')
 
 
 def _s3_server_module():
-  """tests/s3_server.py, imported by its path (tests/ is not a package)."""
+  """tests/support/s3_server.py, imported by its path (tests/ is not a
+  package)."""
   spec = importlib.util.spec_from_file_location(
-      'bench_s3_server', os.path.join(ROOT, 'tests', 's3_server.py'))
+      'bench_s3_server', os.path.join(ROOT, 'tests', 'support', 's3_server.py'))
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)
   return module
@@ -246,9 +247,9 @@ def _s3_server_module():
 
 def upload(local_dir, url, names):
   """Copies `names` (files or directories) under `local_dir` to `url`
-  through `canonical.storage`; returns the bytes copied."""
+  through `canonical.io`; returns the bytes copied."""
   from concurrent import futures  # pylint: disable=g-import-not-at-top
-  from canonical import io as storage  # pylint: disable=g-import-not-at-top
+  from canonical import io as storage_lib  # pylint: disable=g-import-not-at-top
   files = []
   for name in names:
     path = os.path.join(local_dir, name)
@@ -262,7 +263,7 @@ def upload(local_dir, url, names):
   def copy(relative):
     with open(os.path.join(local_dir, relative), 'rb') as f:
       data = f.read()
-    storage.write_bytes(storage.join(url, *relative.split(os.sep)), data)
+    storage_lib.write_bytes(storage_lib.join(url, *relative.split(os.sep)), data)
     return len(data)
 
   with futures.ThreadPoolExecutor(8) as pool:
@@ -277,10 +278,10 @@ def placed(task):
     yield Place(task['form'], task['shards'], tempfile.mkdtemp(
         prefix='bench-run-', dir=task['scratch']))
     return
-  from canonical import io as storage  # pylint: disable=g-import-not-at-top
+  from canonical import io as storage_lib  # pylint: disable=g-import-not-at-top
   server = _s3_server_module().S3Server()
   try:
-    storage.configure(server.options())
+    storage_lib.configure(server.options())
     bucket = f's3://{server.new_bucket()}'
     start = time.perf_counter()
     copied = upload(os.path.dirname(task['form']), bucket,
@@ -321,7 +322,7 @@ def engine_options(task, place):
     client = engines.connect(cluster.scheduler_address)
     # Every worker imports TensorFlow, Beam and the runner now, not in a
     # timed round (a 1-client warm-up round reaches one worker only).
-    client.run(exec, 'import beam_runner.round_pipeline')
+    client.run(exec, 'import beam_runner.pipeline.round')
     facts['worker_env'] = {name: sorted(set(client.run(
         os.getenv, name).values()), key=str)
                            for name in THREAD_VARS + WATCHED_ENV}

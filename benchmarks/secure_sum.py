@@ -3,7 +3,7 @@
 One round of a process whose clients each send an int32 vector of
 `--elements` values, summed either by `federated_sum` (plain) or by
 `federated_secure_sum_bitwidth(value, 16)` (the masking protocol's stages,
-see beam_runner/secure_round.py), on Beam's in-process runner, at each
+see beam_runner/secure/round.py), on Beam's in-process runner, at each
 `--clients` count and each mask graph of `--neighbors`: `all` (every client
 masks with every other, Bonawitz et al.), `auto` (SecAgg+ ring of the k that
 `canonical.secagg.graph.neighbors_for` picks: rounds fail below 1e-6 at 5%

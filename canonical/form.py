@@ -27,6 +27,7 @@ new client's first state. Which of the four Y is follows from its type alone
 import collections
 import dataclasses
 import functools
+from typing import Callable, Sequence
 
 import tensorflow as tf
 
@@ -55,7 +56,7 @@ class Piece:
   and a call costs ~1 ms of TF's, per client.
   """
   name: str
-  function: object       # Python callable, traced with `input_specs`.
+  function: Callable     # Traced with `input_specs`.
   input_specs: tuple     # One member structure per positional argument.
   _concrete: object = None
   _output_spec: object = None
@@ -187,10 +188,13 @@ class CanonicalForm:
   """The eight pieces (and `client_state_init` with client state,
   `secure_parameters` with secure sums), type-checked."""
 
-  def __init__(self, initialize, prepare, work, zero, accumulate, merge,
-               report, update, client_state_init=None, name='form',
-               description='', encoders=None, secure_parameters=None,
-               secure_sums=()):
+  def __init__(self, initialize: 'Piece', prepare: 'Piece', work: 'Piece',
+               zero: 'Piece', accumulate: 'Piece', merge: 'Piece',
+               report: 'Piece', update: 'Piece',
+               client_state_init: 'Piece | None' = None, name: str = 'form',
+               description: str = '', encoders: dict | None = None,
+               secure_parameters: 'Piece | None' = None,
+               secure_sums: Sequence[secure_sums_lib.SecureSum] = ()):
     self.initialize = initialize
     self.prepare = prepare
     self.work = work

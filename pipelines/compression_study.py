@@ -10,7 +10,7 @@ Writes each run under OUTPUT_DIR/<setting>/, one PNG of every setting's test
 accuracy against cumulative bits, a markdown table (also into BENCHMARKS.md
 between markers, unless --no-benchmarks-md), and with --json the rows.
 Reruns resume: settings and rounds already committed are not run again.
-Outputs go through `canonical.storage`: OUTPUT_DIR may be s3://bucket/study
+Outputs go through `canonical.io`: OUTPUT_DIR may be s3://bucket/study
 (with Beam's --s3_* flags), like the main job's.
 """
 
@@ -21,7 +21,7 @@ import os
 import sys
 
 from canonical import errors
-from canonical import io as storage
+from canonical import io as storage_lib
 from pipelines import fedavg
 from pipelines import reporting
 
@@ -86,7 +86,7 @@ def run_study(base, settings=SETTINGS, pipeline_options=None, print_fn=print):
         aggregation_encoder=setting.aggregation_encoder,
         threshold=setting.threshold, error_feedback=setting.error_feedback,
         noise_multiplier=setting.noise_multiplier, clip=setting.clip,
-        output_dir=storage.join(base.output_dir, setting.name),
+        output_dir=storage_lib.join(base.output_dir, setting.name),
         data_dir=base.data_dir)
     print_fn(f'== {setting.name}: {setting.description}')
     results[setting.name] = fedavg.run_experiment(config, pipeline_options,
@@ -189,8 +189,8 @@ def update_benchmarks_md(path, section, key):
   """Puts `section` between the study's markers for `key` in `path` (appended
   the first time), atomically."""
   try:
-    text = storage.read_bytes(path).decode()
-  except storage.NotFound:
+    text = storage_lib.read_bytes(path).decode()
+  except storage_lib.NotFound:
     text = ''
   start, end = markers(key)
   block = f'{start}\n{section.strip()}\n{end}'
@@ -200,7 +200,7 @@ def update_benchmarks_md(path, section, key):
     text = before + block + after
   else:
     text = text.rstrip('\n') + '\n\n' + block + '\n'
-  storage.write_bytes(path, text.encode())
+  storage_lib.write_bytes(path, text.encode())
 
 
 def section_text(base, rows, command, plot_path):
@@ -287,8 +287,9 @@ def main(argv=None):
     args.eval_every = 1
   from beam_runner import options as runner_options  # pylint: disable=g-import-not-at-top
   try:
-    options = runner_options.beam_options(beam_flags, 'pipelines.compression_study')
-    storage.configure(options)
+    options = runner_options.beam_options(beam_flags,
+                                          'pipelines.compression_study')
+    storage = storage_lib.storage_for(options)
     base = fedavg.Config(
         dataset=args.dataset, partition=args.partition, alpha=args.alpha,
         num_clients=args.num_clients, rounds=args.rounds,
@@ -296,7 +297,7 @@ def main(argv=None):
         batch_size=args.batch_size, client_lr=args.client_lr,
         eval_every=args.eval_every, seed=args.seed,
         output_dir=args.output_dir,
-        data_dir=storage.join(args.output_dir, fedavg.DATA_DIR))
+        data_dir=storage_lib.join(args.output_dir, fedavg.DATA_DIR))
     settings = [BY_NAME[n] for n in names]
     rows = run_study(base, settings, options,
                      print_fn=lambda line: print(line, flush=True))
@@ -305,8 +306,8 @@ def main(argv=None):
     return 2
   plot_path = reporting.plot_accuracy_vs_bits(
       {r['setting']: r['curve'] for r in rows},
-      args.plot or storage.join(args.output_dir, 'compression_study.png'),
-      f'compression study: {base.dataset}, {base.rounds} rounds')
+      args.plot or storage_lib.join(args.output_dir, 'compression_study.png'),
+      f'compression study: {base.dataset}, {base.rounds} rounds', storage)
   table = markdown_table(rows)
   print(table)
   print(f'plot: {plot_path}')

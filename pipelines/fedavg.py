@@ -17,7 +17,7 @@ compression tutorial's line per round; writes TensorBoard logs,
 `summary.json` and a PNG of test accuracy against bits.
 A rerun with the same flags and output directory resumes where it stopped.
 
-Every file goes through `canonical.storage`, so the output and data
+Every file goes through `canonical.io`, so the output and data
 directories may be local or on an object store (s3://, gs://): workers of a
 distributed engine then need no shared disk. A storage or engine that cannot
 be reached, and a flag neither this program nor Beam knows, are one `error:`
@@ -40,7 +40,7 @@ from beam_runner import options as runner_options
 import canonical
 from canonical import aggregators
 from canonical import errors
-from canonical import io as storage
+from canonical import io as storage_lib
 from canonical import learning
 from canonical.learning import algorithms
 from canonical.learning import framework
@@ -116,7 +116,7 @@ class Config:
       if getattr(self, name) is None:
         setattr(self, name, value)
     if self.data_dir is None:
-      self.data_dir = storage.join(self.output_dir, DATA_DIR)
+      self.data_dir = storage_lib.join(self.output_dir, DATA_DIR)
     for name in ('rounds', 'clients_per_round', 'epochs', 'batch_size',
                  'num_clients', 'eval_every', 'shards_per_client'):
       if getattr(self, name) < 1:
@@ -325,13 +325,14 @@ def make_evaluator(model, test_x, test_y, batch_size=500):
   return evaluate
 
 
-def _check_output_dir(config, claim):
+def _check_output_dir(config, claim, storage=None):
   """Refuses an output directory made by a different experiment; with
   `claim`, records this one there (once everything else is checked, so that
   a refused run leaves nothing that refuses its corrected rerun)."""
   compare = run_dir_lib.record_or_compare if claim else \
       run_dir_lib.compare_recorded
-  differing = compare(storage.join(config.output_dir, CONFIG_FILE),
+  differing = compare(storage or storage_lib.default(),
+                      storage_lib.join(config.output_dir, CONFIG_FILE),
                       config.run_description())
   if differing:
     raise ConfigError(
@@ -347,17 +348,16 @@ def run_experiment(config, pipeline_options=None, print_fn=print,
 
   `pipeline_options` (flags, dict, `PipelineOptions` or an open engine)
   choose the engine and the filesystem settings (S3 endpoint, credentials);
-  without them rounds run in-process and storage stays as configured. One
+  without them rounds run in-process on the process's default storage. One
   engine serves the data preparation and the rounds (one local Dask
   cluster, not two). `rounds_per_pipeline` and `clients_per_element` go to
   `beam_runner.run` (they change speed, not results).
   """
   options = engines.pipeline_options_of(pipeline_options)
-  if storage.options_of(options):
-    storage.configure(options)
+  storage = storage_lib.storage_for(options)
   output_dir = storage.absolute(config.output_dir)
   storage.check_writable(output_dir, 'output directory')
-  _check_output_dir(config, claim=False)
+  _check_output_dir(config, False, storage)
   with engines.open_engine(options) as engine:
     prepared = prepare_data.prepare(
         config.dataset, storage.absolute(config.data_dir), config.num_clients,
@@ -366,11 +366,13 @@ def run_experiment(config, pipeline_options=None, print_fn=print,
         batch_size=config.batch_size, seed=config.seed,
         pipeline_options=engine)
     model_name, model, form, form_path = _compile(config, prepared,
-                                                  output_dir, print_fn)
-    _check_output_dir(config, claim=True)
-    run_dir = storage.join(output_dir, RUN_DIR)
+                                                  output_dir, print_fn,
+                                                  storage)
+    _check_output_dir(config, True, storage)
+    run_dir = storage_lib.join(output_dir, RUN_DIR)
     curve = _run_rounds(
-        config, engine, prepared, model, form_path, run_dir, print_fn,
+        config, engine, prepared, model, form_path, run_dir, storage,
+        print_fn,
         runner_progress or (lambda line: None),
         dict(rounds_per_pipeline=rounds_per_pipeline,
              clients_per_element=clients_per_element,
@@ -378,9 +380,10 @@ def run_experiment(config, pipeline_options=None, print_fn=print,
              secure_neighbors=config.runner_secure_neighbors))
   manifest = prepared.manifest
   plot_path = reporting.plot_accuracy_vs_bits(
-      {_label(config): curve}, storage.join(output_dir, PLOT_FILE),
-      f'federated averaging on {manifest["dataset"]} ({model_name})')
-  summary_path = storage.join(output_dir, SUMMARY_FILE)
+      {_label(config): curve}, storage_lib.join(output_dir, PLOT_FILE),
+      f'federated averaging on {manifest["dataset"]} ({model_name})',
+      storage)
+  summary_path = storage_lib.join(output_dir, SUMMARY_FILE)
   storage.write_bytes(summary_path, json.dumps({
       'config': dataclasses.asdict(config),
       'model': model_name,
@@ -391,7 +394,7 @@ def run_experiment(config, pipeline_options=None, print_fn=print,
                 plot_path, summary_path)
 
 
-def _compile(config, prepared, output_dir, print_fn):
+def _compile(config, prepared, output_dir, print_fn, storage):
   """The model, and the saved form of its federated averaging process."""
   manifest = prepared.manifest
   model_name, model = model_for(config, manifest['image_shape'],
@@ -401,32 +404,33 @@ def _compile(config, prepared, output_dir, print_fn):
            f'{manifest["num_test_examples"]} test examples; model '
            f'{model_name} ({_parameters(model):,} parameters); broadcast '
            f'{config.broadcast_encoder}, aggregation {_aggregation(config)}')
-  noise_seed = _noise_seed(output_dir) if config.private else None
+  noise_seed = _noise_seed(output_dir, storage) if config.private else None
   form = canonical.compile(build_process(config, model, noise_seed))
-  form_path = canonical.save(form, storage.join(output_dir, FORM_FILE))
+  form_path = canonical.save(form, storage_lib.join(output_dir, FORM_FILE),
+                             storage)
   print_fn(f'form: {form_path}; per client: broadcast '
            f'{reporting.human_bits(form.broadcast_bits)}, aggregated '
            f'{reporting.human_bits(form.aggregated_bits)}')
   return model_name, model, form, form_path
 
 
-def _noise_seed(output_dir):
+def _noise_seed(output_dir, storage):
   """The run's secret noise seed, drawn once and kept beside its form (as
   private as the form, which carries it): a resumed DP run rebuilds the
   same form."""
-  path = storage.join(output_dir, NOISE_SEED_FILE)
+  path = storage_lib.join(output_dir, NOISE_SEED_FILE)
   try:
     storage.create_only(path, str(secrets.randbits(63)).encode())
-  except storage.AlreadyExists:
+  except storage_lib.AlreadyExists:
     pass
   return int(storage.read_bytes(path))
 
 
-def _run_rounds(config, engine, prepared, model, form_path, run_dir,
+def _run_rounds(config, engine, prepared, model, form_path, run_dir, storage,
                 print_fn, runner_progress, runner_options):
   """Runs (or resumes) the rounds, evaluating on the test set; the curve."""
   evaluator = make_evaluator(model, *prepared.test_set())
-  curve = _committed_curve(run_dir)
+  curve = _committed_curve(run_dir, storage)
   if curve:
     print_fn(f'resuming after round {curve[-1]["round"]} (committed in '
              f'{run_dir}):')
@@ -476,9 +480,9 @@ def _aggregation(config):
           f'{config.threshold:,}+ elements)')
 
 
-def _committed_curve(run_dir):
+def _committed_curve(run_dir, storage):
   """The curve of rounds an earlier, interrupted invocation committed."""
-  out = beam_runner.RunDir(run_dir)
+  out = beam_runner.RunDir(run_dir, storage)
   return _curve(out.outcome(r) for r in out.committed_rounds() if r > 0)
 
 
@@ -600,7 +604,6 @@ def main(argv=None):
   args, beam_flags = parser.parse_known_args(argv)
   try:
     options = runner_options.beam_options(beam_flags, 'pipelines.fedavg')
-    storage.configure(options)
     config = config_from_args(args)
     progress = (lambda line: print(line, file=sys.stderr, flush=True)) \
         if args.verbose else None
@@ -620,7 +623,7 @@ def main(argv=None):
              f'{config.delta:g}')
   print(f'done: {len(result.curve)} rounds, final test accuracy '
         f'{accuracy_text}{spent}; plot {result.plot_path}; TensorBoard: '
-        f'tensorboard --logdir {storage.join(result.run_dir, "tensorboard")}')
+        f'tensorboard --logdir {storage_lib.join(result.run_dir, "tensorboard")}')
   return 0
 
 

@@ -4,7 +4,7 @@ client, read back by `beam_runner.TFRecordClientData`.
 The driver loads the dataset and partitions it; a Beam pipeline writes the
 clients' files in parallel. The arrays reach the workers as one staging .npz
 file they load once per process, never through the pipeline graph (which
-Beam pickles). Every output goes through `canonical.storage`, so the output
+Beam pickles). Every output goes through `canonical.io`, so the output
 directory may be local or on an object store (s3://, gs://).
 
 Object stores cannot rename a directory into place, so the commit is one
@@ -40,7 +40,7 @@ from beam_runner import engines
 from beam_runner.worker_io import client_data as client_data_lib
 from beam_runner.worker_io import tfrecords
 from canonical import errors
-from canonical import io as storage
+from canonical import io as storage_lib
 from pipelines import datasets
 from pipelines import partition as partition_lib
 
@@ -75,7 +75,8 @@ class PreparedData(NamedTuple):
 
   def test_set(self):
     """(test_x, test_y): the dataset's test split, for central evaluation."""
-    data = storage.read_bytes(storage.join(self.directory, TEST_FILE))
+    data = self.client_data.storage.read_bytes(
+        storage_lib.join(self.directory, TEST_FILE))
     with np.load(io.BytesIO(data)) as f:
       return f['test_x'], f['test_y']
 
@@ -96,24 +97,25 @@ def element_spec(image_shape):
 class WriteClient(beam.DoFn):
   """Writes one client's shuffled, batched examples to its TFRecord file.
 
-  Holds only paths, numbers and the storage options (it is pickled into the
-  pipeline); the arrays are loaded once per worker process in `setup`.
+  Holds only paths, numbers and the storage (its settings: it is pickled
+  into the pipeline); the arrays are loaded once per worker process in
+  `setup`.
   """
 
-  def __init__(self, arrays_path, directory, batch_size, seed,
-               storage_options):
+  def __init__(self, arrays_path, directory, batch_size, seed, storage):
     self._arrays_path = arrays_path
     self._directory = directory
     self._batch_size = batch_size
     self._seed = seed
-    self._storage_options = storage_options
+    self._storage = storage  # A worker may be anywhere.
 
   def setup(self):
-    storage.configure(self._storage_options)  # A worker may be anywhere.
-    with np.load(io.BytesIO(storage.read_bytes(self._arrays_path))) as arrays:
+    with np.load(io.BytesIO(self._storage.read_bytes(
+        self._arrays_path))) as arrays:
       self._x, self._y = arrays['x'], arrays['y']
       self._order, self._offsets = arrays['order'], arrays['offsets']
-    self._target = client_data_lib.TFRecordClientData(self._directory)
+    self._target = client_data_lib.TFRecordClientData(self._directory,
+                                                      self._storage)
 
   def process(self, client_id):
     k = int(client_id.rsplit('_', 1)[1])
@@ -133,13 +135,12 @@ class WriteClient(beam.DoFn):
       records.append(client_data_lib.example_of(element).SerializeToString(
           deterministic=True))
     data = tfrecords.file_bytes(records)
-    storage.write_bytes(path, data)  # Whole or none.
+    self._storage.write_bytes(path, data)  # Whole or none.
     return len(data)
 
 
-def _record(written, path, storage_options):
+def _record(written, path, storage):
   """The pipeline's last step: what it wrote, for the driver to check."""
-  storage.configure(storage_options)
   storage.write_bytes(path, json.dumps(written).encode())
 
 
@@ -160,26 +161,25 @@ def prepare(dataset, output_dir, num_clients, scheme='iid', alpha=0.5,
   raises `PreparedDataError` (a ValueError): user data is never overwritten.
   `pipeline_options` (flags, dict, `PipelineOptions` or an open engine)
   choose the Beam runner (by default the in-process FnApiRunner) and the
-  filesystem settings (S3 endpoint and credentials; without any, storage
-  stays as configured).
-  A storage that cannot be written raises `storage.StorageError`, an engine
+  filesystem settings (S3 endpoint and credentials; without any, the
+  process's default storage).
+  A storage that cannot be written raises `canonical.io.StorageError`, an engine
   that cannot be reached `engines.EngineError`, both before anything is
   written.
   """
-  options = engines.pipeline_options_of(pipeline_options)
-  if storage.options_of(options):
-    storage.configure(options)
+  storage = storage_lib.storage_for(
+      engines.pipeline_options_of(pipeline_options))
   output_dir = storage.absolute(output_dir)
   params = _parameters(dataset, num_clients, scheme, alpha, shards_per_client,
                        batch_size, seed)
-  if not storage.is_local(output_dir):
+  if not storage_lib.is_local(output_dir):
     # One request names a missing bucket, bad credentials or an
     # unreachable endpoint, before anything else.
     storage.check_writable(output_dir, 'output directory')
-  existing = _existing(output_dir, params)
+  existing = _existing(output_dir, params, storage)
   if existing is not None:
     return existing
-  if storage.is_local(output_dir):  # After reuse: read-only data is fine.
+  if storage_lib.is_local(output_dir):  # After reuse: read-only data is fine.
     storage.check_writable(output_dir, 'output directory')
   data = dataset if isinstance(dataset, datasets.Dataset) \
       else datasets.load(dataset, seed)
@@ -189,11 +189,11 @@ def prepare(dataset, output_dir, num_clients, scheme='iid', alpha=0.5,
   with engines.open_engine(pipeline_options) as engine:
     try:
       written = _write_files(engine, data, parts, output_dir, batch_size,
-                             seed)
+                             seed, storage)
     except Exception:  # pylint: disable=broad-except
       # A concurrent prepare may have committed and deleted our staging
       # files: then its data is the answer.
-      existing = _committed_meanwhile(output_dir, params)
+      existing = _committed_meanwhile(output_dir, params, storage)
       if existing is None:
         raise
       return existing
@@ -213,86 +213,85 @@ def prepare(dataset, output_dir, num_clients, scheme='iid', alpha=0.5,
                                        minlength=data.num_classes).tolist()
                       for cid, p in zip(ids, parts)})
   try:  # The commit.
-    storage.create_only(storage.join(output_dir, MANIFEST_FILE),
+    storage.create_only(storage_lib.join(output_dir, MANIFEST_FILE),
                         json.dumps(manifest).encode())
-  except storage.AlreadyExists:  # A concurrent prepare committed first.
-    return _existing(output_dir, params)
+  except storage_lib.AlreadyExists:  # A concurrent prepare committed first.
+    return _existing(output_dir, params, storage)
   # Every staging file, those of killed prepares too: committed data needs
   # none, and a concurrent prepare that still did returns this data.
-  _delete_staging(output_dir)
-  return load_prepared(output_dir)
+  _delete_staging(output_dir, storage)
+  return load_prepared(output_dir, storage)
 
 
-def _committed_meanwhile(output_dir, params):
+def _committed_meanwhile(output_dir, params, storage):
   """The data a concurrent prepare committed, if it did (else None)."""
   try:
-    if _read_manifest(output_dir) is None:
+    if _read_manifest(output_dir, storage) is None:
       return None
-  except storage.StorageError:
+  except storage_lib.StorageError:
     return None
-  return _existing(output_dir, params)
+  return _existing(output_dir, params, storage)
 
 
-def _write_files(engine, data, parts, output_dir, batch_size, seed):
+def _write_files(engine, data, parts, output_dir, batch_size, seed, storage):
   """Everything but the manifest; returns {client id: examples} as written.
 
   The staging files are this call's own (a concurrent prepare has others)
   and are deleted at the end, whatever happens.
   """
   ids = client_ids(len(parts))
-  staging_dir = storage.join(output_dir, _STAGING_DIR)
+  staging_dir = storage_lib.join(output_dir, _STAGING_DIR)
   stem = uuid.uuid4().hex
-  arrays_path = storage.join(staging_dir, f'{stem}.npz')
-  written_path = storage.join(staging_dir, f'{stem}-written.json')
+  arrays_path = storage_lib.join(staging_dir, f'{stem}.npz')
+  written_path = storage_lib.join(staging_dir, f'{stem}-written.json')
   try:
     storage.write_bytes(arrays_path, _npz_bytes(
         x=data.train_x, y=data.train_y, order=np.concatenate(parts),
         offsets=np.cumsum([0] + [len(p) for p in parts])))
     storage.write_bytes(
-        storage.join(output_dir, client_data_lib.SPEC_FILE),
+        storage_lib.join(output_dir, client_data_lib.SPEC_FILE),
         json.dumps(client_data_lib.spec_to_json(element_spec(
             data.train_x.shape[1:])), indent=1).encode())
-    _delete_other_clients(output_dir, ids)
-    options = storage.worker_options()
+    _delete_other_clients(output_dir, ids, storage)
     pipeline = engine.pipeline(engine.elements_for(len(ids)))
     _ = (pipeline
          | 'ClientIds' >> beam.Create(ids)
          | 'Spread' >> beam.Reshuffle()
          | 'WriteClients' >> beam.ParDo(
-             WriteClient(arrays_path, output_dir, batch_size, seed, options))
+             WriteClient(arrays_path, output_dir, batch_size, seed, storage))
          | 'Collect' >> beam.combiners.ToList().without_defaults()
-         | 'Record' >> beam.Map(_record, written_path, options))
+         | 'Record' >> beam.Map(_record, written_path, storage))
     engine.run(pipeline)
     written = dict(json.loads(storage.read_bytes(written_path)))
     client_data_lib.write_sizes(output_dir, {
         client_data_lib.file_name(cid) + '.tfrecord': size
-        for cid, (_, size) in written.items()})
-    storage.write_bytes(storage.join(output_dir, TEST_FILE),
+        for cid, (_, size) in written.items()}, storage)
+    storage.write_bytes(storage_lib.join(output_dir, TEST_FILE),
                         _npz_bytes(test_x=data.test_x, test_y=data.test_y))
     return {cid: examples for cid, (examples, _) in written.items()}
   finally:
-    _delete_staging(output_dir, [arrays_path, written_path])
+    _delete_staging(output_dir, storage, [arrays_path, written_path])
 
 
-def _delete_staging(output_dir, paths=None):
+def _delete_staging(output_dir, storage, paths=None):
   """Deletes `paths` (default: all) in the staging directory; best effort,
   so a failure here cannot hide the error that got here."""
-  staging_dir = storage.join(output_dir, _STAGING_DIR)
+  staging_dir = storage_lib.join(output_dir, _STAGING_DIR)
   try:
     if paths is None:
       storage.delete_tree(staging_dir)
       return
     storage.delete(paths)
-  except storage.StorageError as e:
+  except storage_lib.StorageError as e:
     _log.warning('Could not delete staging files in %s: %s', staging_dir, e)
   storage.delete_empty_directory(staging_dir)  # Others' staging files stay.
 
 
-def _delete_other_clients(output_dir, ids):
+def _delete_other_clients(output_dir, ids, storage):
   """Deletes client files an interrupted prepare with more clients left."""
-  directory = storage.join(output_dir, client_data_lib.CLIENTS_DIR)
+  directory = storage_lib.join(output_dir, client_data_lib.CLIENTS_DIR)
   wanted = {client_data_lib.file_name(i) + '.tfrecord' for i in ids}
-  storage.delete([storage.join(directory, n)
+  storage.delete([storage_lib.join(directory, n)
                   for n in storage.list_names(directory) if n not in wanted])
 
 
@@ -322,14 +321,14 @@ def _parameters(dataset, num_clients, scheme, alpha, shards_per_client,
           'seed': int(seed)}
 
 
-def _existing(output_dir, params):
+def _existing(output_dir, params, storage):
   """The prepared data at `output_dir` if it has these parameters; None if
   there is none (nothing there, or an interrupted prepare's leftovers to
   write over); else PreparedDataError."""
-  if _read_manifest(output_dir) is None:
-    _check_only_leftovers(output_dir)
+  if _read_manifest(output_dir, storage) is None:
+    _check_only_leftovers(output_dir, storage)
     return None
-  prepared = load_prepared(output_dir)
+  prepared = load_prepared(output_dir, storage)
   differ = [f'{k} (there: {prepared.manifest.get(k)!r}, asked: {params[k]!r})'
             for k in PARAMETERS if prepared.manifest.get(k) != params[k]]
   if differ:
@@ -340,16 +339,16 @@ def _existing(output_dir, params):
   return prepared._replace(reused=True)
 
 
-def _check_only_leftovers(output_dir):
+def _check_only_leftovers(output_dir, storage):
   """PreparedDataError unless `output_dir` (no manifest) holds nothing but
   what an interrupted prepare writes."""
   foreign = [n for n in storage.list_names(output_dir)
-             if n not in _LEFTOVER_NAMES and not storage.is_temporary(n)]
-  clients = storage.join(output_dir, client_data_lib.CLIENTS_DIR)
-  foreign += [storage.join(client_data_lib.CLIENTS_DIR, n)
+             if n not in _LEFTOVER_NAMES and not storage_lib.is_temporary(n)]
+  clients = storage_lib.join(output_dir, client_data_lib.CLIENTS_DIR)
+  foreign += [storage_lib.join(client_data_lib.CLIENTS_DIR, n)
               for n in storage.list_names(clients)
               if not _LEFTOVER_CLIENT.fullmatch(n) and
-              not storage.is_temporary(n)]
+              not storage_lib.is_temporary(n)]
   if foreign:
     shown = ', '.join(foreign[:5]) + (
         f' (and {len(foreign) - 5} more)' if len(foreign) > 5 else '')
@@ -359,18 +358,20 @@ def _check_only_leftovers(output_dir):
         'It is left alone; choose another --output-dir or empty it.')
 
 
-def _read_manifest(directory):
+def _read_manifest(directory, storage):
   """The manifest's bytes, or None if there is none."""
   try:
-    return storage.read_bytes(storage.join(directory, MANIFEST_FILE))
-  except storage.NotFound:
+    return storage.read_bytes(storage_lib.join(directory, MANIFEST_FILE))
+  except storage_lib.NotFound:
     return None
 
 
-def load_prepared(directory):
-  """Reopens a directory written by `prepare` (local or a URL)."""
+def load_prepared(directory, storage=None):
+  """Reopens a directory written by `prepare` (local or a URL, read through
+  `storage`, the default if None)."""
+  storage = storage or storage_lib.default()
   directory = storage.absolute(directory)
-  text = _read_manifest(directory)
+  text = _read_manifest(directory, storage)
   if text is None:
     raise PreparedDataError(
         f'{directory!r} is not prepared client data: it has no '
@@ -379,7 +380,7 @@ def load_prepared(directory):
     manifest = json.loads(text)
     if manifest.get('format') != FORMAT:
       raise errors.InvalidValueError(f'format {manifest.get("format")!r}, not {FORMAT!r}')
-    source = client_data_lib.TFRecordClientData(directory)
+    source = client_data_lib.TFRecordClientData(directory, storage)
     missing = set(manifest['examples_per_client']) - set(source.client_ids())
   except (ValueError, KeyError, TypeError, AttributeError) as e:
     raise PreparedDataError(f'{directory!r} is not readable prepared client '
@@ -387,7 +388,7 @@ def load_prepared(directory):
   if missing:
     raise PreparedDataError(f'{directory!r} lacks the files of clients '
                             f'{sorted(missing)[:5]} (of {len(missing)}).')
-  if not storage.exists(storage.join(directory, TEST_FILE)):
+  if not storage.exists(storage_lib.join(directory, TEST_FILE)):
     raise PreparedDataError(f'{directory!r} has no {TEST_FILE}.')
   return PreparedData(directory, source, manifest)
 
@@ -433,7 +434,6 @@ def main(argv=None):
   from beam_runner import options as runner_options  # pylint: disable=g-import-not-at-top
   try:
     options = runner_options.beam_options(beam_args, 'pipelines.prepare_data')
-    storage.configure(options)
     prepared = prepare(args.dataset, args.output, args.clients,
                        scheme=args.partition, alpha=args.alpha,
                        shards_per_client=args.shards_per_client,

@@ -1,6 +1,6 @@
 """What a run shows its user: the per-round line, bit counts, accuracy-vs-bits plots.
 
-Plots are rendered in memory and written through `canonical.storage`, so
+Plots are rendered in memory and written through `canonical.io`, so
 they land whole wherever the run's output lives (local or s3://).
 """
 
@@ -11,7 +11,7 @@ import matplotlib
 matplotlib.use('Agg')  # Files only: no screen on workers or CI.
 from matplotlib import pyplot  # pylint: disable=g-import-not-at-top,wrong-import-position
 
-from canonical import io as storage  # pylint: disable=g-import-not-at-top,wrong-import-position
+from canonical import io as storage_lib  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 _UNITS = (('Gibit', 2**30), ('Mibit', 2**20), ('Kibit', 2**10))
 
@@ -58,7 +58,7 @@ def curve_point(outcome, previous=None):
   }
 
 
-def plot_accuracy_vs_bits(curves, path, title):
+def plot_accuracy_vs_bits(curves, path, title, storage=None):
   """One PNG: test accuracy against cumulative uplink and downlink bits.
 
   `curves` maps a label to its list of `curve_point`s. Log-scale bits, so
@@ -88,4 +88,5 @@ def plot_accuracy_vs_bits(curves, path, title):
     figure.savefig(buffer, format='png', dpi=110)
   finally:
     pyplot.close(figure)
-  return storage.write_bytes(path, buffer.getvalue())  # Whole or not at all.
+  return (storage or storage_lib.default()).write_bytes(
+      path, buffer.getvalue())  # Whole or not at all.

@@ -9,12 +9,28 @@ test imports TensorFlow (its thread pools read it once).
 """
 
 import os
+import sys
 
 os.environ['TF_NUM_INTRAOP_THREADS'] = '1'
 
+# Test folders mirror the packages (tests/canonical/saving/, ...) and hold no
+# __init__.py, so pytest (import mode "prepend") puts each test file's own
+# folder, and tests/ for this file, on sys.path; set here, before any test
+# module is imported:
+# - tests/support, where the helpers shared by tests live (example_processes,
+#   marked_lines, s3_server, moto_s3_server, tensor_asserts): every test
+#   imports them by their bare names (`import example_processes`).
+# - The repository root: with tests/ on sys.path, tests/canonical,
+#   tests/encoders, ... are namespace packages, found before the editable
+#   install's finder is asked, that would hide the real packages whenever the
+#   root is not on sys.path already (the `pytest` command, or a run from
+#   another directory; `python -m pytest` from the root has it).
+_TESTS = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [os.path.join(_TESTS, 'support'), os.path.dirname(_TESTS)]
+
 import pytest  # pylint: disable=g-import-not-at-top,wrong-import-position
 
-from s3_server import S3Server
+from s3_server import S3Server  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 
 @pytest.fixture(scope='session')

@@ -23,7 +23,7 @@ that no commit names are leftovers of failed or lost runs: ignored, and
 deleted once their round is committed.
 
 Every committed file is checked when read: tensor files end with a CRC-32
-(tensor_io.py), the JSON files against the digests their commit recorded; a
+(worker_io/tensor_io.py), the JSON files against the digests their commit recorded; a
 damaged one is an error naming it, never a silently different run.
 """
 
@@ -33,7 +33,7 @@ import uuid
 
 from beam_runner.worker_io import client_data
 from canonical import errors
-from canonical import io as storage
+from canonical import io as storage_lib
 
 LAYOUT = 3  # 3: forms bound by fingerprint, files checksummed.
 RUN_FILE = 'run.json'
@@ -58,22 +58,22 @@ class CommitConflict(RunDirError):
   """Another driver committed the round first."""
 
 
-def record_or_compare(path, description):
+def record_or_compare(storage, path, description):
   """Records the JSON dict `description` at `path` (create-only) if nothing
   is there; otherwise returns the sorted keys where the recorded one differs."""
   try:
     storage.create_only(path, json.dumps(description, indent=1).encode())
     return []
-  except storage.AlreadyExists:
-    return compare_recorded(path, description)
+  except storage_lib.AlreadyExists:
+    return compare_recorded(storage, path, description)
 
 
-def compare_recorded(path, description):
+def compare_recorded(storage, path, description):
   """The sorted keys where the description recorded at `path` differs from
   `description` ([] if none is recorded); writes nothing."""
   try:
     existing = json.loads(storage.read_bytes(path))
-  except storage.NotFound:
+  except storage_lib.NotFound:
     return []
   except ValueError as e:
     raise RunDirError(f'{path!r} is not a readable description: {e}') from None
@@ -93,22 +93,24 @@ def _round_name(round_number):
 
 
 class Attempt:
-  """The files of one attempt at one round (small; workers get it pickled)."""
+  """The files of one attempt at one round, and the storage that reaches
+  them (small; workers get it pickled)."""
 
-  def __init__(self, run_directory, round_number, attempt_id):
+  def __init__(self, run_directory, round_number, attempt_id, storage=None):
     self.round = round_number
     self.id = attempt_id
-    self.directory = storage.join(run_directory, ROUNDS_DIR,
+    self.storage = storage or storage_lib.default()
+    self.directory = storage_lib.join(run_directory, ROUNDS_DIR,
                                   _round_name(round_number), attempt_id)
-    self.state_path = storage.join(self.directory, STATE_FILE)
-    self.outcome_path = storage.join(self.directory, OUTCOME_FILE)
-    self.clients_path = storage.join(self.directory, CLIENTS_FILE)
-    self.broadcast_path = storage.join(self.directory, BROADCAST_FILE)
-    # A round with secure sums: the protocol's messages (secure_round.py).
-    self.secure_directory = storage.join(self.directory, SECURE_DIR)
+    self.state_path = storage_lib.join(self.directory, STATE_FILE)
+    self.outcome_path = storage_lib.join(self.directory, OUTCOME_FILE)
+    self.clients_path = storage_lib.join(self.directory, CLIENTS_FILE)
+    self.broadcast_path = storage_lib.join(self.directory, BROADCAST_FILE)
+    # A round with secure sums: the protocol's messages (secure/round.py).
+    self.secure_directory = storage_lib.join(self.directory, SECURE_DIR)
 
   def client_state_path(self, client_id):
-    return storage.join(self.directory, CLIENT_STATES_DIR,
+    return storage_lib.join(self.directory, CLIENT_STATES_DIR,
                         client_data.file_name(client_id) + _TENSORS)
 
   def __repr__(self):
@@ -116,14 +118,16 @@ class Attempt:
 
 
 class RunDir:
-  """A run's directory on any storage the `canonical.storage` layer reaches."""
+  """A run's directory on any storage `canonical.io` reaches, through
+  `storage` (the process's default if None)."""
 
-  def __init__(self, directory):
-    self.directory = storage.absolute(directory)
-    self.rounds_dir = storage.join(self.directory, ROUNDS_DIR)
-    self.commits_dir = storage.join(self.directory, COMMITS_DIR)
-    self.metrics_path = storage.join(self.directory, METRICS_FILE)
-    self.tensorboard_dir = storage.join(self.directory, TENSORBOARD_DIR)
+  def __init__(self, directory, storage=None):
+    self.storage = storage or storage_lib.default()
+    self.directory = self.storage.absolute(directory)
+    self.rounds_dir = storage_lib.join(self.directory, ROUNDS_DIR)
+    self.commits_dir = storage_lib.join(self.directory, COMMITS_DIR)
+    self.metrics_path = storage_lib.join(self.directory, METRICS_FILE)
+    self.tensorboard_dir = storage_lib.join(self.directory, TENSORBOARD_DIR)
     self._committed = None
     self._digests = {}
     self._checked = {}  # Path -> bytes of committed JSON files read.
@@ -132,9 +136,9 @@ class RunDir:
 
   def claim(self, description):
     """Records what the run is; refuses a directory holding another run."""
-    storage.check_writable(self.directory, 'output directory')
+    self.storage.check_writable(self.directory, 'output directory')
     description = dict(description, layout=LAYOUT)
-    changed = record_or_compare(storage.join(self.directory, RUN_FILE),
+    changed = record_or_compare(self.storage, storage_lib.join(self.directory, RUN_FILE),
                                 description)
     if 'layout' in changed:
       raise RunDirError(
@@ -157,13 +161,13 @@ class RunDir:
   def refresh(self):
     """Re-reads the commits (another driver may have made some)."""
     committed, digests = {}, {}
-    for name in storage.list_names(self.commits_dir):
+    for name in self.storage.list_names(self.commits_dir):
       stem = name[:-len('.json')]
       if not name.endswith('.json') or not stem.isdigit():
         continue
-      path = storage.join(self.commits_dir, name)
+      path = storage_lib.join(self.commits_dir, name)
       try:
-        record = json.loads(storage.read_bytes(path))
+        record = json.loads(self.storage.read_bytes(path))
         committed[int(stem)] = str(record['attempt'])
         digests[int(stem)] = dict(record.get('sha256', {}))
       except (ValueError, KeyError, TypeError, AttributeError) as e:
@@ -188,7 +192,8 @@ class RunDir:
     if round_number not in commits:
       raise RunDirError(f'Round {round_number} is not committed in '
                         f'{self.directory!r}.')
-    return Attempt(self.directory, round_number, commits[round_number])
+    return Attempt(self.directory, round_number, commits[round_number],
+                   self.storage)
 
   def state_path(self, round_number):
     return self.attempt(round_number).state_path
@@ -203,12 +208,12 @@ class RunDir:
     """A committed round's JSON file, checked against the digest its
     commit recorded (read once: committed files do not change); RunDirError
     naming the file if it is damaged."""
-    path = storage.join(self.attempt(round_number).directory, name)
+    path = storage_lib.join(self.attempt(round_number).directory, name)
     data = self._checked.get(path)
     if data is None:
       try:
-        data = storage.read_bytes(path)
-      except storage.NotFound:
+        data = self.storage.read_bytes(path)
+      except storage_lib.NotFound:
         raise damaged(path, f'missing, though round {round_number} is '
                       'committed') from None
       expected = self._digests.get(round_number, {}).get(name)
@@ -248,17 +253,18 @@ class RunDir:
   # -- Attempts and commits ---------------------------------------------------
 
   def new_attempt(self, round_number):
-    return Attempt(self.directory, round_number, uuid.uuid4().hex[:12])
+    return Attempt(self.directory, round_number, uuid.uuid4().hex[:12],
+                   self.storage)
 
   def _marker(self, round_number):
-    return storage.join(self.commits_dir, _round_name(round_number) + '.json')
+    return storage_lib.join(self.commits_dir, _round_name(round_number) + '.json')
 
   def check_not_taken(self, attempt):
     """CommitConflict (this attempt deleted) if another driver committed the
     attempt's round: its files may be gone, deleted as a leftover."""
     try:
-      other = json.loads(storage.read_bytes(self._marker(attempt.round)))
-    except storage.NotFound:
+      other = json.loads(self.storage.read_bytes(self._marker(attempt.round)))
+    except storage_lib.NotFound:
       return
     if other.get('attempt') != attempt.id:
       self._conflict(attempt, other.get('attempt'))
@@ -277,35 +283,35 @@ class RunDir:
     deleted)."""
     marker = self._marker(attempt.round)
     try:
-      digests = {name: hashlib.sha256(storage.read_bytes(
-          storage.join(attempt.directory, name))).hexdigest()
+      digests = {name: hashlib.sha256(self.storage.read_bytes(
+          storage_lib.join(attempt.directory, name))).hexdigest()
                  for name in (OUTCOME_FILE, CLIENTS_FILE)}
-    except storage.NotFound:
+    except storage_lib.NotFound:
       self.check_not_taken(attempt)  # Deleted as another driver's leftover?
       raise
     record = {'round': attempt.round, 'attempt': attempt.id,
               'sha256': digests}
     try:
-      storage.create_only(marker, json.dumps(record).encode())
-    except storage.AlreadyExists:
-      other = json.loads(storage.read_bytes(marker)).get('attempt')
+      self.storage.create_only(marker, json.dumps(record).encode())
+    except storage_lib.AlreadyExists:
+      other = json.loads(self.storage.read_bytes(marker)).get('attempt')
       self._conflict(attempt, other)
     self._commits()[attempt.round] = attempt.id
     self._digests[attempt.round] = digests
-    storage.delete([attempt.broadcast_path])
-    storage.delete_tree(attempt.secure_directory)
+    self.storage.delete([attempt.broadcast_path])
+    self.storage.delete_tree(attempt.secure_directory)
     self.discard_others(attempt.round)
 
   def discard_others(self, round_number):
     """Deletes the round's attempts that its commit does not name."""
     keep = self._commits().get(round_number)
-    round_dir = storage.join(self.rounds_dir, _round_name(round_number))
-    for name in storage.list_names(round_dir):
+    round_dir = storage_lib.join(self.rounds_dir, _round_name(round_number))
+    for name in self.storage.list_names(round_dir):
       if name != keep:
-        storage.delete_tree(storage.join(round_dir, name))
+        self.storage.delete_tree(storage_lib.join(round_dir, name))
 
   def discard(self, attempt):
-    storage.delete_tree(attempt.directory)
+    self.storage.delete_tree(attempt.directory)
 
   def clean(self, client_state_paths=None):
     """Deletes leftovers: temporary files of writes a killed driver left
@@ -319,11 +325,11 @@ class RunDir:
     live = None if client_state_paths is None else set(
         client_state_paths.values())
     leftovers, stale = set(), []
-    for relative in storage.list_files(self.directory):
+    for relative in self.storage.list_files(self.directory):
       parts = relative.replace('\\', '/').split('/')
-      if storage.is_temporary(parts[-1]):
-        path = storage.join(self.directory, *parts)
-        if storage.is_abandoned_temporary(path):
+      if storage_lib.is_temporary(parts[-1]):
+        path = storage_lib.join(self.directory, *parts)
+        if self.storage.is_abandoned_temporary(path):
           stale.append(path)
         continue
       if parts[0] != ROUNDS_DIR:
@@ -333,18 +339,18 @@ class RunDir:
           int(parts[0]) > last:
         continue
       if commits.get(int(parts[0])) != parts[1]:
-        leftovers.add(storage.join(self.rounds_dir, parts[0], parts[1]))
+        leftovers.add(storage_lib.join(self.rounds_dir, parts[0], parts[1]))
       elif live is not None and parts[2] == CLIENT_STATES_DIR:
-        path = storage.join(self.rounds_dir, *parts)
+        path = storage_lib.join(self.rounds_dir, *parts)
         if path not in live:
           stale.append(path)
     for directory in sorted(leftovers):
-      storage.delete_tree(directory)
-    storage.delete(stale)
+      self.storage.delete_tree(directory)
+    self.storage.delete(stale)
 
   # -- Views of the committed rounds -----------------------------------------
 
   def write_metrics(self, outcomes):
     """metrics.jsonl: one line per committed round (rewritten whole)."""
-    storage.write_bytes(self.metrics_path, ''.join(
+    self.storage.write_bytes(self.metrics_path, ''.join(
         json.dumps(outcome) + '\n' for outcome in outcomes).encode())

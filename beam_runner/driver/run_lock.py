@@ -20,7 +20,7 @@ import time
 import uuid
 
 from beam_runner.driver import run_dir
-from canonical import io as storage
+from canonical import io as storage_lib
 
 LOCK_FILE = 'lock.json'
 LEASE_SECONDS = 60.0
@@ -33,8 +33,9 @@ class RunLocked(run_dir.RunDirError):
 class RunLock:
   """The lease of one driver on one run directory (a context manager)."""
 
-  def __init__(self, directory):
-    self.path = storage.join(directory, LOCK_FILE)
+  def __init__(self, directory, storage=None):
+    self.storage = storage or storage_lib.default()
+    self.path = storage_lib.join(directory, LOCK_FILE)
     self.owner = uuid.uuid4().hex
     self._stop = threading.Event()
     self._thread = None
@@ -48,8 +49,8 @@ class RunLock:
   def _held(self):
     """The current lock record, or None if there is none."""
     try:
-      return json.loads(storage.read_bytes(self.path))
-    except storage.NotFound:
+      return json.loads(self.storage.read_bytes(self.path))
+    except storage_lib.NotFound:
       return None
     except ValueError:
       return {}  # Unreadable: a writer died mid-write? Treated as expired.
@@ -57,19 +58,19 @@ class RunLock:
   def acquire(self):
     for _ in range(3):
       try:
-        storage.create_only(self.path, self._record())
-      except storage.AlreadyExists:
+        self.storage.create_only(self.path, self._record())
+      except storage_lib.AlreadyExists:
         held = self._held()
         if held is not None and not _abandoned(held):
           raise RunLocked(
-              f'{storage.dirname(self.path)!r} is in use by another run '
+              f'{storage_lib.dirname(self.path)!r} is in use by another run '
               f'(process {held.get("pid")} on {held.get("host")}, lease '
               f'renewed until {_clock(held.get("expires"))}): two drivers '
               'must not run in one output directory. Wait for it to finish, '
               f'or if it is gone, delete {self.path} (it expires by itself '
               f'{LEASE_SECONDS:.0f} s after its last renewal).') from None
         if held is not None:
-          storage.delete([self.path])  # Its holder is gone.
+          self.storage.delete([self.path])  # Its holder is gone.
         continue
       self._thread = threading.Thread(target=self._renew, daemon=True,
                                       name='run-lock-renewal')
@@ -85,8 +86,8 @@ class RunLock:
         self._lost = held or {}
         return
       try:
-        storage.write_bytes(self.path, self._record())
-      except storage.StorageError:
+        self.storage.write_bytes(self.path, self._record())
+      except storage_lib.StorageError:
         continue  # Retried at the next renewal, within the lease.
 
   def check(self):
@@ -109,7 +110,7 @@ class RunLock:
       self._thread.join()
     held = self._held()
     if held is not None and held.get('owner') == self.owner:
-      storage.delete([self.path])
+      self.storage.delete([self.path])
 
   def __enter__(self):
     return self.acquire()

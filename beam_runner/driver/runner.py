@@ -20,6 +20,7 @@ import json
 import math
 import sys
 import time
+from typing import Any, Callable
 
 from beam_runner.driver import run_dir
 from beam_runner.driver import run_lock
@@ -29,12 +30,13 @@ from beam_runner.pipeline import round as round_pipeline
 from beam_runner.secure import round as secure_round
 from beam_runner.worker_io import client_data as client_data_lib
 from beam_runner.worker_io import form_source
+from beam_runner.worker_io import sandbox
 from beam_runner.worker_io import tensor_io
 import canonical
 from canonical.core import types as ft
 from canonical import errors
 from canonical import form as form_lib
-from canonical import io as storage
+from canonical import io as storage_lib
 from canonical.secagg import graph as secagg_graph
 from canonical.simulation.sampling import sample_clients
 from canonical.simulation.sampling import SAMPLINGS
@@ -78,11 +80,18 @@ def _check_arguments(non_finite, **integers):
                      f'{non_finite!r}.')
 
 
-def run(form_or_path, client_data, rounds, clients_per_round, output_dir,
-        pipeline_options=None, seed=0, min_clients=1, progress=None,
-        evaluate=None, on_round=None, rounds_per_pipeline=None,
-        clients_per_element=None, non_finite='drop', isolation=None,
-        secure_threshold=None, sampling='fixed', secure_neighbors=None):
+def run(form_or_path: 'form_lib.CanonicalForm | str',
+        client_data: 'dict | str | client_data_lib.TFRecordClientData',
+        rounds: int, clients_per_round: int, output_dir: str,
+        pipeline_options=None, seed: int = 0, min_clients: int = 1,
+        progress: Callable[[str], None] | None = None,
+        evaluate: Callable[[Any], dict] | None = None,
+        on_round: Callable[[dict], None] | None = None,
+        rounds_per_pipeline: int | None = None,
+        clients_per_element: int | None = None, non_finite: str = 'drop',
+        isolation: 'sandbox.Isolation | None' = None,
+        secure_threshold: int | None = None, sampling: str = 'fixed',
+        secure_neighbors: 'int | str | None' = None) -> 'RunResult':
   """Runs rounds 1..`rounds` of a form on Beam; returns a `RunResult`.
 
   Args:
@@ -103,8 +112,9 @@ def run(form_or_path, client_data, rounds, clients_per_round, output_dir,
       engine already open (`engines.open_engine`). Without a runner, rounds
       run on the in-process `FnApiRunner`; `DaskRunner` runs them on a Dask
       cluster (see `engines`). Filesystem options (S3 endpoint and
-      credentials) reach every worker; without any, the ones this process
-      has (`canonical.storage.configure`) do.
+      credentials) reach every worker, inside the steps' `Storage`; without
+      any, the process's default storage (`canonical.io.configure`) is
+      used.
     seed: the sampling seed.
     min_clients: a client whose work fails (unreadable data, an error, a NaN
       or Inf in its update or new state) is dropped and counted; a round
@@ -131,7 +141,7 @@ def run(form_or_path, client_data, rounds, clients_per_round, output_dir,
       (default: enough elements to keep every worker busy).
     secure_threshold: for a form with secure sums, how many of a round's
       sampled clients must send masked inputs and unmask them (default: a
-      majority); fewer fail the round (see secure_round.py).
+      majority); fewer fail the round (see beam_runner/secure/round.py).
     secure_neighbors: None (each client masks with every other: O(n) work
       per client) or an even k: each masks with and shares among k ring
       neighbors (SecAgg+, `canonical.secagg.graph`: O(k)); the threshold
@@ -164,27 +174,26 @@ def run(form_or_path, client_data, rounds, clients_per_round, output_dir,
           secagg_graph.resolve(secure_neighbors, clients_per_round))
     except ValueError as e:
       raise errors.InvalidValueError(f'secure_{e}') from None
-  options = engines.pipeline_options_of(pipeline_options)
-  if storage.options_of(options):  # Else keep this process's settings.
-    storage.configure(options)
+  storage = storage_lib.storage_for(
+      engines.pipeline_options_of(pipeline_options))
   try:
-    out = run_dir.RunDir(output_dir)
-  except storage.StorageError as e:
+    out = run_dir.RunDir(output_dir, storage)
+  except storage_lib.StorageError as e:
     raise run_dir.RunDirError(str(e)) from None
-  source = form_source.FormSource.of(form_or_path)
+  source = form_source.FormSource.of(form_or_path, storage=storage)
   form = source.get()
   if form.has_client_outputs:
     raise form_lib.FormError(
         f'Form {form.name!r} returns per-client outputs '
         f'({ft.describe(form.client_output_spec)}), which the Beam runner '
-        'does not keep yet; run it with canonical.local_runner, or return '
+        'does not keep yet; run it with canonical.run_round, or return '
         'only server state, metrics and client state from next.')
   for name, value in (('secure_threshold', secure_threshold),
                       ('secure_neighbors', secure_neighbors)):
     if value is not None and not form.has_secure_sums:
       raise form_lib.FormError(f'Form {form.name!r} has no secure sums, so '
                                f'a {name} means nothing for it.')
-  data = client_data_lib.source_of(client_data)
+  data = client_data_lib.source_of(client_data, storage)
   if progress is None:
     progress = lambda line: print(line, file=sys.stderr, flush=True)
   with engines.open_engine(pipeline_options) as engine:
@@ -207,14 +216,15 @@ def run(form_or_path, client_data, rounds, clients_per_round, output_dir,
       if sampling != 'fixed':  # (Runs before it existed were all fixed.)
         description['sampling'] = sampling
       out.claim(description)
-    except storage.StorageError as e:
+    except storage_lib.StorageError as e:
       raise run_dir.RunDirError(str(e)) from None
-    with run_lock.RunLock(out.directory) as lock:
+    with run_lock.RunLock(out.directory, storage) as lock:
       if (isolation or not in_process) and source.path is None:
         source = form_source.FormSource.of(  # Workers load it.
-            canonical.save(form, storage.join(out.directory, FORM_FILE)))
+            canonical.save(form, storage_lib.join(out.directory, FORM_FILE),
+                           storage), storage=storage)
       if isolation is not None:
-        source = form_source.FormSource.of(source, isolation)
+        source = form_source.FormSource.of(source, isolation, storage)
         form = source.get()
       loop = _RoundLoop(engine, source, form, data, out, min_clients,
                         evaluate, progress, on_round, clients_per_element,
@@ -226,7 +236,7 @@ def run(form_or_path, client_data, rounds, clients_per_round, output_dir,
   last = out.last_committed()
   return RunResult(
       state=tensor_io.read_tensors(out.state_path(last), form.state_spec,
-                                   what='server state'),
+                                   'server state', storage),
       rounds=last, outcomes=loop.outcomes, output_dir=out.directory)
 
 
@@ -281,7 +291,9 @@ class _RoundLoop:
     self.client_states = {}
     self.outcomes = []
     self.rounds = None
-    self.board = tensorboard_log.TensorBoardLog(out.tensorboard_dir)
+    self.storage = out.storage
+    self.board = tensorboard_log.TensorBoardLog(out.tensorboard_dir,
+                                                out.storage)
 
   def start(self):
     """Cleans leftovers; commits the initial state if there is none;
@@ -296,7 +308,8 @@ class _RoundLoop:
         out.clients(number)  # Read to be checked.
       state_path = out.state_path(out.last_committed())
       try:
-        tensor_io.read_tensors(state_path, form.state_spec)
+        tensor_io.read_tensors(state_path, form.state_spec,
+                               storage=self.storage)
       except ValueError as e:
         raise run_dir.damaged(state_path, str(e).split(': ', 1)[-1]) from None
     if form.has_client_state:
@@ -304,9 +317,10 @@ class _RoundLoop:
     out.clean(self.client_states if form.has_client_state else None)
     if out.last_committed() is None:
       attempt = out.new_attempt(0)
-      tensor_io.write_tensors(attempt.state_path, form.initialize())
-      storage.write_bytes(attempt.outcome_path, b'{}')
-      storage.write_bytes(attempt.clients_path, json.dumps(
+      tensor_io.write_tensors(attempt.state_path, form.initialize(),
+                              storage=self.storage)
+      self.storage.write_bytes(attempt.outcome_path, b'{}')
+      self.storage.write_bytes(attempt.clients_path, json.dumps(
           {'sampled': [], 'dropped': []}).encode())
       out.commit(attempt)
     out.write_metrics(self.outcomes)
@@ -367,7 +381,7 @@ class _RoundLoop:
     first = plans[0]
     try:
       state = tensor_io.read_tensors(first.state_path, self.form.state_spec,
-                                     what='server state')
+                                     'server state', self.storage)
       if round_pipeline.prepare(self.form, first, state):
         pipeline = self.engine.pipeline(len(first.batches))
         round_pipeline.build(pipeline, self.engine, self.source, self.data,
@@ -390,8 +404,8 @@ class _RoundLoop:
     attempt, number = plan.attempt, plan.attempt.round
     self.out.check_not_taken(attempt)
     try:
-      raw = json.loads(storage.read_bytes(attempt.outcome_path))
-    except storage.NotFound:
+      raw = json.loads(self.storage.read_bytes(attempt.outcome_path))
+    except storage_lib.NotFound:
       raw = {'failed': 'the round did not run'}
     if 'failed' in raw or 'metrics' not in raw or 'prepared_at' not in raw:
       raise RoundError(
@@ -409,7 +423,7 @@ class _RoundLoop:
     if evaluation is not None:
       outcome['evaluation'] = evaluation
     dropped = set(raw['dropped_ids'])
-    storage.write_bytes(attempt.clients_path, json.dumps(
+    self.storage.write_bytes(attempt.clients_path, json.dumps(
         {'sampled': plan.sampled, 'dropped': sorted(dropped)}).encode())
     stages = outcome['stage_seconds']
     if evaluation is not None:
@@ -418,7 +432,8 @@ class _RoundLoop:
     # marker that follows is one request and not counted.
     stages['commit'] = round(time.perf_counter() - commit_start, 4)
     outcome['seconds'] = round(sum(stages.values()), 4)
-    storage.write_bytes(attempt.outcome_path, json.dumps(outcome).encode())
+    self.storage.write_bytes(attempt.outcome_path,
+                             json.dumps(outcome).encode())
     self.lock.check()
     self.out.commit(attempt)
     self._replace_client_states(plan, dropped)
@@ -434,7 +449,7 @@ class _RoundLoop:
     if self.evaluate is None:
       return None
     state = tensor_io.read_tensors(attempt.state_path, self.form.state_spec,
-                                   what='server state')
+                                   'server state', self.storage)
     result = self.evaluate(state)
     if not isinstance(result, dict):
       raise errors.InvalidTypeError('evaluate must return a dict name -> number, got '
@@ -453,7 +468,7 @@ class _RoundLoop:
       if old is not None:
         superseded.append(old)
       self.client_states[client] = plan.attempt.client_state_path(client)
-    storage.delete(superseded)
+    self.storage.delete(superseded)
 
 
 def _split(items, parts):

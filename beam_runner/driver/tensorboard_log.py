@@ -1,7 +1,7 @@
 """Each committed round's outcome as TensorBoard scalars, step = round.
 
 One event file per round, `events.out.tfevents.<round>.fedcanon.v2`, written
-whole through `canonical.storage` (so a run directory on s3:// gets them
+whole through `canonical.io` (so a run directory on s3:// gets them
 too): TensorFlow's Event protos, framed by its record writer; the
 `tensorboard` package is needed only to view them. A run
 rebuilds the log from its committed rounds when it starts: files of rounds
@@ -17,7 +17,7 @@ from tensorflow.core.framework import summary_pb2
 from tensorflow.core.util import event_pb2
 
 from beam_runner.worker_io import tfrecords
-from canonical import io as storage
+from canonical import io as storage_lib
 
 # Vector metrics up to this length show as one scalar per element.
 MAX_ELEMENTS = 16
@@ -67,24 +67,25 @@ def file_name(round_number):
 class TensorBoardLog:
   """Event files under `directory`, one per committed round."""
 
-  def __init__(self, directory):
+  def __init__(self, directory, storage=None):
     self.directory = directory
+    self.storage = storage or storage_lib.default()
 
   def rebuild(self, outcomes):
     """Leaves exactly the files of `outcomes` (writing any that are missing)."""
     wanted = {file_name(o['round']): o for o in outcomes}
-    names = [n for n in storage.list_names(self.directory)
+    names = [n for n in self.storage.list_names(self.directory)
              if n.startswith(PREFIX)]
-    storage.delete([storage.join(self.directory, n) for n in names
-                    if n not in wanted])
+    self.storage.delete([storage_lib.join(self.directory, n) for n in names
+                         if n not in wanted])
     for name, outcome in wanted.items():
       if name not in names:
         self.write(outcome)
 
   def write(self, outcome):
-    storage.write_bytes(storage.join(self.directory,
-                                     file_name(outcome['round'])),
-                        events_bytes(outcome))
+    self.storage.write_bytes(
+        storage_lib.join(self.directory, file_name(outcome['round'])),
+        events_bytes(outcome))
 
 
 def events_bytes(outcome):
@@ -103,14 +104,15 @@ def events_bytes(outcome):
   return tfrecords.file_bytes(e.SerializeToString() for e in events)
 
 
-def read(directory):
+def read(directory, storage=None):
   """{tag: [(round, value), ...]} from the event files in `directory`, in
   file order (for tests and tools without TensorBoard)."""
+  storage = storage or storage_lib.default()
   result = {}
   for name in storage.list_names(directory):
     if not name.startswith(PREFIX):
       continue
-    data = storage.read_bytes(storage.join(directory, name))
+    data = storage.read_bytes(storage_lib.join(directory, name))
     for record in tfrecords.records_of(data):
       event = tf.compat.v1.Event.FromString(record)
       for value in event.summary.value:

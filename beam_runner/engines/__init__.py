@@ -38,7 +38,7 @@ from apache_beam.runners.portability import fn_api_runner
 from beam_runner.engines import dask_placement
 from canonical import errors
 
-from canonical import io as storage
+from canonical import io as storage_lib
 
 DISTRIBUTION = 'fedcanon'
 DASK_NAMES = ('daskrunner', 'dask',
@@ -85,7 +85,7 @@ def pipeline_options_of(options):
   runner)."""
   if isinstance(options, Engine):
     return options.options
-  return storage.pipeline_options(options)
+  return storage_lib.pipeline_options(options)
 
 
 def runner_name(options):
@@ -100,7 +100,7 @@ def is_dask(options):
   return (runner_name(options) or '').lower() in DASK_NAMES
 
 
-def open_engine(options):
+def open_engine(options) -> 'Engine':
   """The engine for these pipeline options (close it when done); given an
   engine that is already open, that engine, left open when this one is
   closed (so one local cluster can serve several steps of a job)."""
@@ -121,7 +121,14 @@ def open_engine(options):
 
 
 class Engine:
-  """Any Beam runner the options name; pipelines built and run one by one."""
+  """Any Beam runner the options name; pipelines built and run one by one.
+
+  The protocol every engine keeps (subclasses: the in-process runner, Dask):
+  `name`, `parallelism`, `elements_for(clients)` (how many elements a round
+  is cut into), `pipeline(elements)` (a new Beam pipeline), `run(pipeline)`
+  (until it finishes), `close()`, and the class attributes below saying how
+  its runner spreads and gathers elements.
+  """
 
   chains_rounds = True  # Elements spread at a Reshuffle.
   spread = beam.Reshuffle  # What spreads elements over workers (or None).
@@ -129,7 +136,7 @@ class Engine:
   gather = None  # What gathers all elements into one list (None: Beam's).
   spread_runs_steps = False  # Whether `spread(then)` runs a DoFn in place.
 
-  def __init__(self, options, parallelism):
+  def __init__(self, options: beam_options.PipelineOptions, parallelism: int):
     self.options = options
     self.parallelism = max(1, int(parallelism))
     # The runner's pipelines are ours, their types checked by tests: Beam's
@@ -137,24 +144,24 @@ class Engine:
     options.view_as(beam_options.TypeOptions).pipeline_type_check = False
 
   @property
-  def name(self):
+  def name(self) -> str:
     return runner_name(self.options)
 
-  def elements_for(self, clients):
+  def elements_for(self, clients: int) -> int:
     """How many elements to cut `clients` clients into."""
     return max(1, min(clients, self.parallelism * ELEMENTS_PER_WORKER))
 
-  def pipeline(self, elements):
+  def pipeline(self, elements: int) -> beam.Pipeline:
     del elements
     return beam.Pipeline(options=self.options)
 
-  def run(self, pipeline):
+  def run(self, pipeline: beam.Pipeline) -> None:
     pipeline.run().wait_until_finish()
 
-  def close(self):
+  def close(self) -> None:
     pass
 
-  def __enter__(self):
+  def __enter__(self) -> 'Engine':
     return self
 
   def __exit__(self, *exc):
@@ -357,7 +364,8 @@ def check_nodes(client):
     _log.warning(
         'Dask workers %s run with %s set (Dask\'s nanny default), which makes '
         'TensorFlow much slower; start them with the Dask setting %s: null '
-        '(see the README).', ', '.join(trimmed), TRIM_VARIABLE, TRIM_SETTING)
+        '(docs/beam-runner.md, multi-machine Dask).', ', '.join(trimmed),
+        TRIM_VARIABLE, TRIM_SETTING)
 
 
 def _first_line(error):

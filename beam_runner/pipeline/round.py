@@ -18,7 +18,7 @@ alike (Dask recomputes a side input's producer in every consumer and drops
 output tags), and every client's work must run exactly once. Only paths,
 client ids and encoded accumulators move through the pipeline; the form
 reaches workers as a `FormSource`, loaded once per process, and every file
-goes through `canonical.storage`, so a run directory may be on s3://.
+goes through `canonical.io`, so a run directory may be on s3://.
 
 A client whose work fails (its data or state cannot be read, its work raises,
 or its U or new state holds a NaN or Inf, under the default `non_finite`
@@ -49,7 +49,7 @@ from beam_runner.worker_io import client_data as client_data_lib
 from beam_runner.worker_io import sandbox
 from beam_runner.worker_io import tensor_io
 from canonical import errors
-from canonical import io as storage
+from canonical import io as storage_lib
 
 UNREADABLE = 'unreadable data'
 UNREADABLE_STATE = 'unreadable client state'
@@ -112,7 +112,7 @@ def worker_id():
 
 
 class _FormFn(steps.AnyOutput):
-  """Mixin: the form, obtained once per worker process; storage configured."""
+  """Mixin: the form, obtained once per worker process."""
 
   _TRANSIENT = ('_form',)
 
@@ -121,7 +121,6 @@ class _FormFn(steps.AnyOutput):
             for k, v in self.__dict__.items()}
 
   def setup(self):
-    storage.configure(self._storage_options)
     self._form = self._source.get()
 
   def form(self):
@@ -183,12 +182,11 @@ _BROADCAST_LOCK = threading.Lock()
 class WorkFn(_FormFn, beam.DoFn):
   """A batch of clients: <D, C> -> <U, Y> each; yields one partial aggregate."""
 
-  def __init__(self, source, data_source, attempt, storage_options,
-               non_finite='drop', secure=None):
+  def __init__(self, source, data_source, attempt, non_finite='drop',
+               secure=None):
     self._source = source
     self._data = data_source
-    self._attempt = attempt
-    self._storage_options = storage_options
+    self._attempt = attempt  # Its storage reaches the round's files.
     self._non_finite = non_finite
     # With secure sums, a secure_round.SecureRound: it keeps U's secure part
     # at the client, which then advertises its keys.
@@ -202,14 +200,15 @@ class WorkFn(_FormFn, beam.DoFn):
       if _BROADCAST.get('path') != path:
         _BROADCAST.clear()
         _BROADCAST.update(path=path, value=tensor_io.read_tensors(
-            path, self.form().broadcast_spec, what='broadcast'))
+            path, self.form().broadcast_spec, what='broadcast',
+            storage=self._attempt.storage))
       return _BROADCAST['value']
 
   def process(self, tasks):
     form = self.form()
     c = self._load_broadcast()  # Not one client's: fails the round.
     accumulator, stats, worked = None, empty_stats(), 0
-    remote = getattr(self._data, 'remote', False) or not storage.is_local(
+    remote = getattr(self._data, 'remote', False) or not storage_lib.is_local(
         self._attempt.directory)
     inputs = _in_order(self._inputs, tasks, REMOTE_READS if remote else 0)
     keeper = None if self._secure is None else self._secure.keeper(form,
@@ -287,22 +286,25 @@ class WorkFn(_FormFn, beam.DoFn):
         raise ClientDropped(NON_FINITE_STATE,
                             f'its new client state holds {values}')
       tensor_io.write_tensors(
-          self._attempt.client_state_path(task.client_id), new_client_state)
+          self._attempt.client_state_path(task.client_id), new_client_state,
+          storage=self._attempt.storage)
     return update, tensor_io.bits(arrays)
 
   def _client_state(self, task):
     form = self.form()
     what = f'state of client {task.client_id!r}'
+    storage = self._attempt.storage
     try:
       for path in task.pending_states:
         try:
-          return tensor_io.read_tensors(path, form.client_state_spec, what)
-        except storage.NotFound:
+          return tensor_io.read_tensors(path, form.client_state_spec, what,
+                                        storage)
+        except storage_lib.NotFound:
           continue  # Dropped in that round: its older state stands.
       if task.committed_state is None:
         return form.client_state_init()
       return tensor_io.read_tensors(task.committed_state,
-                                    form.client_state_spec, what)
+                                    form.client_state_spec, what, storage)
     except (OSError, ValueError) as e:
       raise ClientDropped(UNREADABLE_STATE, _message(e)) from e
 
@@ -346,9 +348,8 @@ def _message(error):
 class AggregateFn(_FormFn, beam.CombineFn):
   """Merges partial aggregates (the form's merge) into one."""
 
-  def __init__(self, source, storage_options):
+  def __init__(self, source):
     self._source = source
-    self._storage_options = storage_options
 
   def _accumulator(self, arrays):
     return tensor_io.pack(self.form().accumulator_spec, arrays,
@@ -384,9 +385,8 @@ class UpdateFn(_FormFn, beam.DoFn):
   """<S, R> -> <S', X>: writes S' and the round's outcome; then prepares the
   next round of the plan, if any, and emits its batches."""
 
-  def __init__(self, source, storage_options, plan, next_plan, min_clients):
+  def __init__(self, source, plan, next_plan, min_clients):
     self._source = source
-    self._storage_options = storage_options
     self._plan = plan
     self._next = next_plan
     self._min_clients = min_clients
@@ -410,7 +410,7 @@ class UpdateFn(_FormFn, beam.DoFn):
             f'{stats["ok"]} of {len(self._plan.sampled)} clients succeeded, '
             f'fewer than min_clients={self._min_clients}')
       state = tensor_io.read_tensors(self._plan.state_path, form.state_spec,
-                                     what='server state')
+                                     'server state', attempt.storage)
       report = form.report(tensor_io.pack(form.accumulator_spec, accumulator,
                                           what='accumulator'))
       if secure is not None:
@@ -418,7 +418,8 @@ class UpdateFn(_FormFn, beam.DoFn):
       sums = () if secure is None else secure.unmask(form, aggregate)
       new_state, metrics = form.update(state,
                                        form.server_aggregate(report, sums))
-      tensor_io.write_tensors(attempt.state_path, new_state)
+      tensor_io.write_tensors(attempt.state_path, new_state,
+                              storage=attempt.storage)
       outcome['metrics'] = metrics_to_json(metrics)
     except Exception as e:  # pylint: disable=broad-except
       outcome['failed'] = e.args[0] if isinstance(e, RoundFailed) else \
@@ -459,7 +460,8 @@ def prepare(form, plan, state):
   start = time.perf_counter()
   try:
     bits = tensor_io.write_tensors(plan.attempt.broadcast_path,
-                                   form.prepare(state))
+                                   form.prepare(state),
+                                   storage=plan.attempt.storage)
     if plan.secure is not None:
       plan.secure.start(form, state, len(plan.sampled), plan.secure_threshold,
                         plan.secure_neighbors)
@@ -476,32 +478,31 @@ def write_outcome(attempt, fields):
   """Adds fields to the attempt's outcome file (one writer at a time: the
   round's stages run in order)."""
   try:
-    outcome = json.loads(storage.read_bytes(attempt.outcome_path))
-  except storage.NotFound:
+    outcome = json.loads(attempt.storage.read_bytes(attempt.outcome_path))
+  except storage_lib.NotFound:
     outcome = {}
   outcome.update(fields)
-  storage.write_bytes(attempt.outcome_path, json.dumps(outcome).encode())
+  attempt.storage.write_bytes(attempt.outcome_path,
+                              json.dumps(outcome).encode())
 
 
 def build(pipeline, engine, source, data_source, plans, min_clients,
           non_finite='drop'):
   """Adds the plan's rounds to `pipeline` as one chain; the first round's C
   must already be prepared."""
-  options = storage.worker_options()
   elements = pipeline | 'Clients' >> beam.Create(plans[0].batches)
   for i, plan in enumerate(plans):
     name = f'Round{plan.attempt.round}'
     next_plan = plans[i + 1] if i + 1 < len(plans) else None
     if engine.spread is not None and (i or not engine.create_spreads):
       elements = elements | f'{name}Spread' >> engine.spread()
-    work = WorkFn(source, data_source, plan.attempt, options, non_finite,
-                  plan.secure)
-    update = UpdateFn(source, options, plan, next_plan, min_clients)
+    work = WorkFn(source, data_source, plan.attempt, non_finite, plan.secure)
+    update = UpdateFn(source, plan, next_plan, min_clients)
     if plan.secure is not None:
-      round_steps = plan.secure.round_steps(source, options, plan, work, update)
+      round_steps = plan.secure.round_steps(source, plan, work, update)
     else:
       round_steps = [steps.Each('Work', work),
-                     steps.Combine('Aggregate', AggregateFn(source, options)),
+                     steps.Combine('Aggregate', AggregateFn(source)),
                      steps.Each('Update', update)]
     elements = steps.apply(elements, round_steps, engine, name,
                            len(plan.batches))

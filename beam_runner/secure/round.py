@@ -65,7 +65,7 @@ from beam_runner.pipeline import round as round_pipeline
 from beam_runner.pipeline import steps
 from beam_runner.worker_io import client_data
 from beam_runner.worker_io import tensor_io
-from canonical import io as storage
+from canonical import io as storage_lib
 from canonical import secagg
 from canonical.secagg import sums as secure_sums
 
@@ -80,32 +80,33 @@ class SecureRound:
   workers), and the steps the round pipeline hands to it."""
 
   def __init__(self, attempt, run_directory):
+    self.storage = attempt.storage  # Reaches every file below.
     self.directory = attempt.secure_directory
-    self.round_path = storage.join(self.directory, 'round.json')
-    self.roster_path = storage.join(self.directory, 'roster.jsonl')
-    self.aggregate_path = storage.join(self.directory, 'aggregate.tensors')
-    self.stats_path = storage.join(self.directory, 'aggregate.json')
-    self.work_stats_path = storage.join(self.directory, 'work.json')
-    self.masked_path = storage.join(self.directory, 'masked_total.tensors')
-    self.contributors_path = storage.join(self.directory,
+    self.round_path = storage_lib.join(self.directory, 'round.json')
+    self.roster_path = storage_lib.join(self.directory, 'roster.jsonl')
+    self.aggregate_path = storage_lib.join(self.directory, 'aggregate.tensors')
+    self.stats_path = storage_lib.join(self.directory, 'aggregate.json')
+    self.work_stats_path = storage_lib.join(self.directory, 'work.json')
+    self.masked_path = storage_lib.join(self.directory, 'masked_total.tensors')
+    self.contributors_path = storage_lib.join(self.directory,
                                           'contributors.json')
-    self.sharing_path = storage.join(self.directory, 'sharing.json')
-    self.secrets_directory = storage.join(run_directory, SECRETS_DIR)
+    self.sharing_path = storage_lib.join(self.directory, 'sharing.json')
+    self.secrets_directory = storage_lib.join(run_directory, SECRETS_DIR)
     self.round_id = f'{attempt.round}/{attempt.id}'
 
   def inbox_path(self, batch):
     """The shares the Relay addressed to a batch's clients."""
-    return storage.join(self.directory, 'inbox', batch + '.jsonl')
+    return storage_lib.join(self.directory, 'inbox', batch + '.jsonl')
 
   def kept_path(self, batch, part):
     """Where a batch's clients keep their U until they mask (part `part`
     of the batch's; see `Keeper`)."""
-    return storage.join(self.directory, 'kept', f'{batch}-{part:05d}.tensors')
+    return storage_lib.join(self.directory, 'kept', f'{batch}-{part:05d}.tensors')
 
   def held_path(self, batch):
     """Where a batch's clients keep the shares they decrypted (step 3, for
     step 4)."""
-    return storage.join(self.directory, 'held', batch + '.json')
+    return storage_lib.join(self.directory, 'held', batch + '.json')
 
   # -- The round pipeline's hooks --------------------------------------------
 
@@ -119,7 +120,7 @@ class SecureRound:
     neighbors = secagg.graph.resolve(neighbors, num_clients)
     if threshold is None:
       threshold = secure_sums.default_threshold(num_clients, neighbors)
-    storage.write_bytes(self.round_path, json.dumps({
+    self.storage.write_bytes(self.round_path, json.dumps({
         'parameters': parameters, 'threshold': threshold,
         'neighbors': neighbors,
         'moduli': [tf.nest.flatten(m) for m in moduli]}).encode())
@@ -146,7 +147,7 @@ class SecureRound:
     secure_leaves = len(tf.nest.flatten(form.secure_update_spec))
     for part in itertools.count():
       path = self.kept_path(batch, part)
-      arrays, fields = _KEPT_CODER.decode(storage.read_bytes(path))
+      arrays, fields = _KEPT_CODER.decode(self.storage.read_bytes(path))
       for i, client_id in enumerate(fields['clients']):
         start = i * (plain_leaves + secure_leaves)
         plain = arrays[start:start + plain_leaves]
@@ -166,8 +167,8 @@ class SecureRound:
   def read_aggregate(self):
     """(the plain aggregate's arrays, the round's stats) the Unmask request
     kept."""
-    stats = json.loads(storage.read_bytes(self.stats_path))
-    return tensor_io.decode(storage.read_bytes(self.aggregate_path)), stats
+    stats = json.loads(self.storage.read_bytes(self.stats_path))
+    return tensor_io.decode(self.storage.read_bytes(self.aggregate_path)), stats
 
   def unmask(self, form, response_files):
     """The secure sums, in their dtypes, from the masked total and the
@@ -176,14 +177,14 @@ class SecureRound:
     the_round = round_of(form, self)
     the_roster = roster(self)
     contributors = contributors_of(self)
-    values = tensor_io.decode(storage.read_bytes(self.masked_path))
+    values = tensor_io.decode(self.storage.read_bytes(self.masked_path))
     total = secagg.MaskedSum(tuple(np.asarray(v, np.uint64) for v in values),
                              frozenset(contributors))
     flat = secagg.unmask(the_round.config, the_roster,
                          sharing_of(self)['senders'], total,
                          [m for path in response_files
                           if not path.endswith(SILENT_SUFFIX)
-                          for m in _read_messages(path)])
+                          for m in _read_messages(self.storage, path)])
     return secure_sums.as_results(form.secure_sums, flat,
                                   form.secure_update_spec)
 
@@ -193,30 +194,29 @@ class SecureRound:
     the contributors that went silent before unmasking (and why)."""
     config = round_of(form, self).config
     contributors = contributors_of(self)
-    silent = _silent(response_files)
+    silent = _silent(self.storage, response_files)
     return {'neighbors': config.neighbors or 'all',
             'threshold': config.threshold,
             'contributors': len(contributors),
             'responders': len(contributors) - len(silent),
             'silent': dict(sorted(silent.items()))}
 
-  def round_steps(self, source, options, plan, work, update):
+  def round_steps(self, source, plan, work, update):
     """The round's steps (see the module docstring)."""
     return [
         steps.Each('Work', work),
-        steps.Combine('Aggregate', round_pipeline.AggregateFn(source,
-                                                              options)),
-        steps.Each('Roster', RosterFn(options, plan)),
+        steps.Combine('Aggregate', round_pipeline.AggregateFn(source)),
+        steps.Each('Roster', RosterFn(plan)),
         steps.Spread('ShareSpread'),
-        steps.Each('ShareKeys', ShareKeysFn(source, options, self)),
+        steps.Each('ShareKeys', ShareKeysFn(source, self)),
         steps.Collect('Shares'),
-        steps.Each('Relay', RelayFn(options, plan)),
+        steps.Each('Relay', RelayFn(plan)),
         steps.Spread('MaskSpread'),
-        steps.Each('Mask', MaskFn(source, options, self)),
-        steps.Combine('MaskedSum', MaskedSumFn(source, options, self)),
-        steps.Each('UnmaskRequest', UnmaskRequestFn(source, options, plan)),
+        steps.Each('Mask', MaskFn(source, self)),
+        steps.Combine('MaskedSum', MaskedSumFn(source, self)),
+        steps.Each('UnmaskRequest', UnmaskRequestFn(source, plan)),
         steps.Spread('UnmaskSpread'),
-        steps.Each('Unmask', UnmaskFn(source, options, self)),
+        steps.Each('Unmask', UnmaskFn(source, self)),
         steps.Collect('Responses'),
         steps.Each('Update', update),
     ]
@@ -268,7 +268,7 @@ class Keeper:
       self._write(more=False)
 
   def _write(self, more):
-    storage.write_bytes(
+    self._secure_round.storage.write_bytes(
         self._secure_round.kept_path(self._batch, self._parts),
         _KEPT_CODER.encode([self._arrays,
                             {'clients': self._clients, 'more': more}]))
@@ -285,17 +285,17 @@ def batch_key(tasks):
   return client_data.file_name(tasks[0].client_id)
 
 
-def _read_lines(path):
+def _read_lines(storage, path):
   return [line for line in storage.read_bytes(path).split(b'\n') if line]
 
 
-def _read_messages(path):
-  return [secagg.wire.from_bytes(line) for line in _read_lines(path)]
+def _read_messages(storage, path):
+  return [secagg.wire.from_bytes(line) for line in _read_lines(storage, path)]
 
 
-def _write_messages(path, messages):
+def _write_messages(storage, path, messages):
   storage.write_bytes(path, b'\n'.join(secagg.wire.to_bytes(m)
-                                       for m in messages))
+                                        for m in messages))
 
 
 class _Cache:
@@ -330,7 +330,8 @@ class Round:
   """What every party of the round knows: its config and parameters."""
 
   def __init__(self, form, secure_round):
-    fields = json.loads(storage.read_bytes(secure_round.round_path))
+    fields = json.loads(secure_round.storage.read_bytes(
+        secure_round.round_path))
     self.parameters = fields['parameters']
     self.threshold = fields['threshold']
     moduli = tuple(tf.nest.pack_sequence_as(spec, flat) for spec, flat in zip(
@@ -348,31 +349,33 @@ def round_of(form, secure_round):
 
 def roster(secure_round):
   """The round's roster: one tuple per process (secagg indexes it once)."""
-  return _FILES.get(secure_round.roster_path,
-                    lambda path: tuple(_read_messages(path)))
+  return _FILES.get(secure_round.roster_path, lambda path: tuple(
+      _read_messages(secure_round.storage, path)))
 
 
 def contributors_of(secure_round):
   """Whose masked inputs the sum holds, as the Unmask request published."""
-  return _FILES.get(secure_round.contributors_path, _read_json)
+  return _FILES.get(secure_round.contributors_path,
+                    functools.partial(_read_json, secure_round.storage))
 
 
 def sharing_of(secure_round):
   """{'senders': who shared keys (U2), 'silent': {client: why not}}, as
   the Relay published."""
-  return _FILES.get(secure_round.sharing_path, _read_json)
+  return _FILES.get(secure_round.sharing_path,
+                    functools.partial(_read_json, secure_round.storage))
 
 
-def _read_json(path):
+def _read_json(storage, path):
   return json.loads(storage.read_bytes(path))
 
 
-def _silent(paths):
+def _silent(storage, paths):
   """{client: why} of the clients that went silent in a client step."""
   silent = {}
   for path in paths:
     if path.endswith(SILENT_SUFFIX):
-      silent.update(_read_json(path))
+      silent.update(_read_json(storage, path))
   return silent
 
 
@@ -382,15 +385,16 @@ def _silent(paths):
 
 def _secret(secure_round, client_id):
   """The client's own secret: read, or made once (create-only)."""
-  path = storage.join(secure_round.secrets_directory,
+  path = storage_lib.join(secure_round.secrets_directory,
                       client_data.file_name(client_id) + '.key')
+  storage = secure_round.storage
   try:
     return storage.read_bytes(path)
-  except storage.NotFound:
+  except storage_lib.NotFound:
     pass
   try:
     storage.create_only(path, os.urandom(SECRET_BYTES))
-  except storage.AlreadyExists:
+  except storage_lib.AlreadyExists:
     pass  # Another worker made it first: use theirs.
   return storage.read_bytes(path)
 
@@ -466,9 +470,8 @@ class _ClientStepFn(round_pipeline._FormFn, beam.DoFn):  # pylint: disable=prote
 
   STEP = None  # The messages' directory under the attempt's secure/.
 
-  def __init__(self, source, storage_options, secure_round):
+  def __init__(self, source, secure_round):
     self._source = source
-    self._storage_options = storage_options
     self._secure_round = secure_round
 
   def process(self, batch):
@@ -482,9 +485,10 @@ class _ClientStepFn(round_pipeline._FormFn, beam.DoFn):  # pylint: disable=prote
                                   kept))
       except Exception as e:  # pylint: disable=broad-except
         silent[task.client_id] = round_pipeline._message(e)  # pylint: disable=protected-access
-    path = storage.join(self._secure_round.directory, self.STEP,
+    path = storage_lib.join(self._secure_round.directory, self.STEP,
                         key + '.jsonl')
-    _write_messages(path, messages)
+    storage = self._secure_round.storage
+    _write_messages(storage, path, messages)
     paths = [path]
     if silent:
       paths.append(path[:-len('.jsonl')] + SILENT_SUFFIX)
@@ -518,7 +522,8 @@ class UnmaskFn(_ClientStepFn):
   STEP = 'responses'
 
   def batch_state(self, key):
-    return _read_json(self._secure_round.held_path(key))
+    return _read_json(self._secure_round.storage,
+                      self._secure_round.held_path(key))
 
   def step(self, client, kept):
     return [secagg.unmasking_shares(client.kept(kept[client.id]),
@@ -536,7 +541,8 @@ class MaskFn(_ClientStepFn):
     form = self.form()
     the_round = round_of(form, self._secure_round)
     inbox = collections.defaultdict(list)
-    for message in _read_messages(self._secure_round.inbox_path(key)):
+    for message in _read_messages(self._secure_round.storage,
+                                  self._secure_round.inbox_path(key)):
       inbox[message.recipient].append(message)
     held = {}
     accumulator, stats = None, round_pipeline.empty_stats()
@@ -557,8 +563,8 @@ class MaskFn(_ClientStepFn):
       accumulator = form.accumulate(accumulator, plain)
       stats['ok'] += 1
       stats['bits'] += tensor_io.bits(tensor_io.flatten(plain)) + masked_bits
-    storage.write_bytes(self._secure_round.held_path(key),
-                        json.dumps(held).encode())
+    self._secure_round.storage.write_bytes(self._secure_round.held_path(key),
+                                           json.dumps(held).encode())
     yield [None if accumulator is None else tensor_io.flatten(accumulator),
            stats, list(total.values), sorted(total.contributors)]
 
@@ -589,11 +595,10 @@ class MaskedSumFn(round_pipeline._FormFn, beam.CombineFn):  # pylint: disable=pr
   """The aggregation tier's part: the form's merge of plain partials, and
   masked inputs added modulo m; it never sees a secure input."""
 
-  def __init__(self, source, storage_options, secure_round):
+  def __init__(self, source, secure_round):
     self._source = source
-    self._storage_options = storage_options
     self._secure_round = secure_round
-    self._plain = round_pipeline.AggregateFn(source, storage_options)
+    self._plain = round_pipeline.AggregateFn(source)
 
   def create_accumulator(self):
     return None
@@ -626,9 +631,9 @@ class MaskedSumFn(round_pipeline._FormFn, beam.CombineFn):  # pylint: disable=pr
 
 class _ServerStepFn(steps.AnyOutput, beam.DoFn):
 
-  def __init__(self, storage_options, plan):
-    self._storage_options = storage_options
+  def __init__(self, plan):
     self._plan = plan
+    self._storage = plan.secure.storage
 
   def _fail(self, stats, message):
     """Ends the round here: records why (no stage after this one runs)."""
@@ -638,16 +643,16 @@ class _ServerStepFn(steps.AnyOutput, beam.DoFn):
 
   def _threshold(self):
     """The round's threshold, as `SecureRound.start` published it."""
-    return json.loads(storage.read_bytes(
+    return json.loads(self._storage.read_bytes(
         self._plan.secure.round_path))['threshold']
 
   def _stats(self, masking=None):
     """The round's counts so far: its work's (as the Roster kept them),
     the clients that dropped out sharing keys, and the masking step's."""
     secure = self._plan.secure
-    stats = _read_json(secure.work_stats_path)
-    for client, why in sorted(_read_json(secure.sharing_path)['silent']
-                              .items()):
+    stats = _read_json(self._storage, secure.work_stats_path)
+    for client, why in sorted(_read_json(self._storage, secure.sharing_path)
+                              ['silent'].items()):
       stats['dropped'].append([client, round_pipeline.SECURE_SHARING, why])
     if masking is not None:
       round_pipeline.merge_stats(stats, masking)
@@ -668,19 +673,19 @@ class RosterFn(_ServerStepFn):
   whose work succeeded; sends their batches on to share keys."""
 
   def process(self, aggregate):
-    storage.configure(self._storage_options)
     _, stats = aggregate  # No U yet: each client keeps its own.
     secure = self._plan.secure
     advertisements = stats['advertisements']
     stats['advertisements'] = []
-    storage.write_bytes(secure.work_stats_path, json.dumps(stats).encode())
+    self._storage.write_bytes(secure.work_stats_path,
+                              json.dumps(stats).encode())
     threshold = self._threshold()
     if len(advertisements) < threshold:
       self._fail(stats, f'{len(advertisements)} clients advertised keys, '
                         f'fewer than the threshold {threshold}')
       return
-    storage.write_bytes(secure.roster_path,
-                        '\n'.join(advertisements).encode())
+    self._storage.write_bytes(secure.roster_path,
+                              '\n'.join(advertisements).encode())
     clients = {secagg.wire.from_bytes(a).sender for a in advertisements}
     yield from self._batches(clients)
 
@@ -690,18 +695,17 @@ class RelayFn(_ServerStepFn):
   silent) and writes each one's inbox (the shares addressed to it)."""
 
   def process(self, share_files):
-    storage.configure(self._storage_options)
     secure = self._plan.secure
-    silent = _silent(share_files)
+    silent = _silent(self._storage, share_files)
     # Each share as its sender wrote it: relayed as it came, not re-encoded
     # (an identical copy of a message is relayed once).
     line_of = {secagg.wire.from_bytes(line): line for path in share_files
                if not path.endswith(SILENT_SUFFIX)
-               for line in _read_lines(path)}
+               for line in _read_lines(self._storage, path)}
     # A client with no peer to send shares to shared its keys too.
     senders = sorted(a.sender for a in roster(secure)
                      if a.sender not in silent)
-    storage.write_bytes(secure.sharing_path, json.dumps(
+    self._storage.write_bytes(secure.sharing_path, json.dumps(
         {'senders': senders, 'silent': silent}).encode())
     threshold = self._threshold()
     if len(senders) < threshold:
@@ -710,7 +714,7 @@ class RelayFn(_ServerStepFn):
       return
     inbox = secagg.relay_shares(line_of.keys(), senders)
     for key, tasks in self._batches(set(senders)):
-      storage.write_bytes(secure.inbox_path(key), b'\n'.join(
+      self._storage.write_bytes(secure.inbox_path(key), b'\n'.join(
           line_of[m] for task in tasks for m in inbox[task.client_id]))
       yield key, tasks
 
@@ -719,14 +723,13 @@ class UnmaskRequestFn(round_pipeline._FormFn, _ServerStepFn):  # pylint: disable
   """Keeps the plain aggregate and the masked total for the Update and
   asks the contributors to unmask it, if they are enough and connected."""
 
-  def __init__(self, source, storage_options, plan):
-    super().__init__(storage_options, plan)
+  def __init__(self, source, plan):
+    super().__init__(plan)
     self._source = source
 
   def process(self, total):
-    storage.configure(self._storage_options)
     arrays, masking, values, contributors = total
-    secure = self._plan.secure
+    secure, storage = self._plan.secure, self._storage
     stats = self._stats(masking)
     storage.write_bytes(secure.aggregate_path, tensor_io.encode(arrays or []))
     storage.write_bytes(secure.stats_path, json.dumps(stats).encode())

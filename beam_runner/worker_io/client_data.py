@@ -10,7 +10,7 @@ client's data (a tf.data.Dataset, or a structure of tensors) by id. Two kinds:
   record is a `tf.train.Example` holding the element's flat tensors, each
   serialized by `tf.io.serialize_tensor`; a dataset keeps its elements (and so
   its batching) record for record. The directory may be local or anywhere
-  `canonical.storage` reaches (s3://, gs://, ...): local files are read by
+  `canonical.io` reaches (s3://, gs://, ...): local files are read by
   TensorFlow directly, others as bytes parsed in TensorFlow.
 """
 
@@ -28,7 +28,7 @@ from tensorflow.python.util import deprecation  # pylint: disable=g-direct-tenso
 from beam_runner.worker_io import tfrecords
 from canonical.core import types as ft
 from canonical import errors
-from canonical import io as storage
+from canonical import io as storage_lib
 
 SPEC_FILE = 'element_spec.json'
 # {file name: bytes} of the client files as written: a file cut at a record
@@ -134,47 +134,49 @@ class InMemoryClientData:
 
 
 class TFRecordClientData:
-  """A directory of per-client TFRecord files (see `write_client_data`)."""
+  """A directory of per-client TFRecord files (see `write_client_data`),
+  read through `storage` (the default if None), which workers get with it."""
 
-  def __init__(self, directory):
+  def __init__(self, directory, storage=None):
+    self.storage = storage or storage_lib.default()
     try:
-      self.directory = storage.absolute(directory)
-    except storage.StorageError as e:
+      self.directory = self.storage.absolute(directory)
+    except storage_lib.StorageError as e:
       raise ClientDataError(str(e)) from None
-    spec_path = storage.join(self.directory, SPEC_FILE)
-    if storage.is_local(self.directory) and not os.path.isdir(self.directory):
+    spec_path = storage_lib.join(self.directory, SPEC_FILE)
+    if storage_lib.is_local(self.directory) and not os.path.isdir(self.directory):
       raise ClientDataError(f'Client data directory {self.directory!r} does '
                             'not exist.')
     try:
-      text = storage.read_bytes(spec_path)
-    except storage.NotFound:
+      text = self.storage.read_bytes(spec_path)
+    except storage_lib.NotFound:
       raise ClientDataError(
           f'{self.directory!r} is not a client data directory: it has no '
           f'{SPEC_FILE} (write one with beam_runner.write_client_data).'
       ) from None
-    except storage.StorageError as e:
+    except storage_lib.StorageError as e:
       raise ClientDataError(f'Client data {self.directory!r}: {e}') from None
     try:
       self.spec = spec_from_json(json.loads(text))
     except (ValueError, KeyError, TypeError) as e:
       raise ClientDataError(f'{spec_path!r} does not describe an element '
                             f'type: {type(e).__name__}: {e}') from None
-    sizes_path = storage.join(self.directory, SIZES_FILE)
+    sizes_path = storage_lib.join(self.directory, SIZES_FILE)
     try:
-      self._sizes = json.loads(storage.read_bytes(sizes_path))
-    except storage.NotFound:
+      self._sizes = json.loads(self.storage.read_bytes(sizes_path))
+    except storage_lib.NotFound:
       self._sizes = {}
-    except (ValueError, storage.StorageError) as e:
+    except (ValueError, storage_lib.StorageError) as e:
       raise ClientDataError(f'{sizes_path!r} is unreadable: {e}') from None
 
   @property
   def remote(self):
     """Whether reads wait on a network (worth running several at once)."""
-    return not storage.is_local(self.directory)
+    return not storage_lib.is_local(self.directory)
 
   def client_ids(self):
-    clients_dir = storage.join(self.directory, CLIENTS_DIR)
-    names = storage.list_names(clients_dir)
+    clients_dir = storage_lib.join(self.directory, CLIENTS_DIR)
+    names = self.storage.list_names(clients_dir)
     if not names:
       raise ClientDataError(f'The {self.describe()} has no {CLIENTS_DIR}/ '
                             'directory of client files.')
@@ -186,7 +188,7 @@ class TFRecordClientData:
         expected = '' if client_id is None else \
             f' (client {client_id!r} would be {file_name(client_id)}{_SUFFIX})'
         raise ClientDataError(
-            f'{storage.join(clients_dir, name)}: not a name '
+            f'{storage_lib.join(clients_dir, name)}: not a name '
             f'write_client_data gives a client file{expected}; two names '
             'could then mean one client. Rename it, or rewrite the directory '
             'with beam_runner.write_client_data.')
@@ -204,11 +206,11 @@ class TFRecordClientData:
           f'{ft.describe(spec)}.')
 
   def path(self, client_id):
-    return storage.join(self.directory, CLIENTS_DIR,
+    return storage_lib.join(self.directory, CLIENTS_DIR,
                         _reversible_name(client_id) + _SUFFIX)
 
   def _check_size(self, client_id, path, size):
-    expected = self._sizes.get(storage.basename(path))
+    expected = self._sizes.get(storage_lib.basename(path))
     if expected is not None and size != expected:
       raise ClientDataError(
           f'Client {client_id!r}: {path} holds {size} bytes, {expected} were '
@@ -218,7 +220,7 @@ class TFRecordClientData:
     """The client's data, structured as the form's `spec` says."""
     path = self.path(client_id)
     readers = _readers(spec)
-    if storage.is_local(path):
+    if storage_lib.is_local(path):
       if not os.path.exists(path):
         raise ClientDataError(
             f'Client {client_id!r} has no data file {path!r}.')
@@ -230,8 +232,8 @@ class TFRecordClientData:
             tf.compat.v1.io.tf_record_iterator(path), 2))
     else:
       try:
-        data = storage.read_bytes(path)
-      except storage.NotFound:
+        data = self.storage.read_bytes(path)
+      except storage_lib.NotFound:
         raise ClientDataError(
             f'Client {client_id!r} has no data file {path!r}.') from None
       self._check_size(client_id, path, len(data))
@@ -304,15 +306,16 @@ def example_of(element):
 
 
 
-def write_client_data(directory, data):
+def write_client_data(directory, data, storage=None):
   """Writes a dict client id -> data (Dataset or tensors) as per-client
   TFRecord files; returns a `TFRecordClientData` over them.
 
-  `directory` may be local or on any storage `canonical.storage` reaches.
-  Every client's data must have the same type. Each file is written whole
-  or not at all, and the element type last: a directory without it is not
-  client data.
+  `directory` may be local or on any storage `canonical.io` reaches (through
+  `storage`, the default if None). Every client's data must have the same
+  type. Each file is written whole or not at all, and the element type last:
+  a directory without it is not client data.
   """
+  storage = storage or storage_lib.default()
   directory = storage.absolute(directory)
   names, ids = {}, {}
   for client_id in data:  # Before anything is written.
@@ -334,31 +337,33 @@ def write_client_data(directory, data):
     name = names[client_id]
     file_bytes = tfrecords.file_bytes(example_of(element).SerializeToString(
         deterministic=True) for element in elements)
-    storage.write_bytes(storage.join(directory, CLIENTS_DIR, name),
+    storage.write_bytes(storage_lib.join(directory, CLIENTS_DIR, name),
                         file_bytes)
     sizes[name] = len(file_bytes)
   if spec is None:
     raise ClientDataError('write_client_data: no clients given.')
-  write_sizes(directory, sizes)
-  storage.write_bytes(storage.join(directory, SPEC_FILE),
+  write_sizes(directory, sizes, storage)
+  storage.write_bytes(storage_lib.join(directory, SPEC_FILE),
                       json.dumps(spec_to_json(spec), indent=1).encode())
-  return TFRecordClientData(directory)
+  return TFRecordClientData(directory, storage)
 
 
-def write_sizes(directory, sizes):
+def write_sizes(directory, sizes, storage=None):
   """Records the client files' sizes ({file name: bytes}); see SIZES_FILE."""
-  storage.write_bytes(storage.join(directory, SIZES_FILE),
-                      json.dumps(sizes, sort_keys=True).encode())
+  (storage or storage_lib.default()).write_bytes(
+      storage_lib.join(directory, SIZES_FILE),
+      json.dumps(sizes, sort_keys=True).encode())
 
 
-def source_of(client_data):
-  """A source for a dict (in memory), a directory path, or a source."""
+def source_of(client_data, storage=None):
+  """A source for a dict (in memory), a directory path (read through
+  `storage`), or a source."""
   if isinstance(client_data, (InMemoryClientData, TFRecordClientData)):
     return client_data
   if isinstance(client_data, dict):
     return InMemoryClientData(client_data)
   if isinstance(client_data, (str, os.PathLike)):
-    return TFRecordClientData(client_data)
+    return TFRecordClientData(client_data, storage)
   raise errors.InvalidTypeError('client_data must be a dict client id -> data, a client '
                   'data directory or a client data source, got '
                   f'{type(client_data).__name__}.')

@@ -16,32 +16,37 @@ from apache_beam.utils import shared
 from beam_runner.worker_io import loaded_forms
 from beam_runner.worker_io import sandbox
 from canonical import errors
-from canonical import io as storage
+from canonical import io as storage_lib
 
 # In-memory forms by key; only the driver's own process can see them.
 _REGISTRY = weakref.WeakValueDictionary()
 class FormSource:
   """A picklable handle to a form: `get()` returns it, loaded once per process."""
 
-  def __init__(self, path=None, key=None, description='', isolation=None):
+  def __init__(self, path=None, key=None, description='', isolation=None,
+               storage=None):
     self.path = path
     self.key = key
     self.description = description
     self.isolation = isolation  # sandbox.Isolation: pieces run in a child.
+    self.storage = storage or storage_lib.default()  # Reads a saved form.
     self._shared = shared.Shared()
     self._form = None
 
   @classmethod
-  def of(cls, form_or_path, isolation=None):
+  def of(cls, form_or_path, isolation=None, storage=None):
     """A source for a `CanonicalForm` (held in memory) or a saved form's path
-    (with `isolation`, a path: its pieces run in a sandbox)."""
+    (read through `storage`; with `isolation`, a path: its pieces run in a
+    sandbox)."""
     if isinstance(form_or_path, FormSource):
       if isolation is None or form_or_path.isolation == isolation:
         return form_or_path
       form_or_path = form_or_path.path
     if isinstance(form_or_path, (str, os.PathLike)):
+      storage = storage or storage_lib.default()
       path = storage.absolute(form_or_path)  # Workers may run elsewhere.
-      return cls(path=path, description=path, isolation=isolation)
+      return cls(path=path, description=path, isolation=isolation,
+                 storage=storage)
     if isolation is not None:
       raise errors.InvalidValueError('A sandboxed form is loaded from a file: save it.')
     from canonical import form as form_lib  # pylint: disable=g-import-not-at-top
@@ -66,10 +71,11 @@ class FormSource:
 
   def _load(self):
     if self.path is not None and self.isolation is not None:
-      return sandbox.sandboxed(loaded_forms.load(self.path), sandbox.Sandbox(
-          self.path, self.isolation, storage.worker_options()))
+      return sandbox.sandboxed(
+          loaded_forms.load(self.path, self.storage),
+          sandbox.Sandbox(self.path, self.isolation, self.storage))
     if self.path is not None:
-      return loaded_forms.load(self.path)
+      return loaded_forms.load(self.path, self.storage)
     form = _REGISTRY.get(self.key)
     if form is None:
       raise RuntimeError(

@@ -13,9 +13,10 @@ _LOADED_MAX = 4
 _LOADED_LOCK = threading.Lock()
 
 
-def load(path):
-  """The form saved at `path`, loaded at most once per content."""
-  data = form_file.read_bytes(path)
+def load(path, storage=None):
+  """The form saved at `path` (read through `storage`, the default if None),
+  loaded at most once per content."""
+  data = form_file.read_bytes(path, storage)
   key = hashlib.sha256(data).digest()
   with _LOADED_LOCK:
     if key in _LOADED:

@@ -33,6 +33,7 @@ import threading
 from beam_runner.worker_io import loaded_forms
 from beam_runner.worker_io import tensor_io
 from canonical import errors
+from canonical import io as storage_lib
 
 CRASHED = 'work crashed'
 TIMED_OUT = 'work timed out'
@@ -69,10 +70,10 @@ class Sandbox:
   """A child process holding the form saved at `path`; restarted after a
   failure. One call at a time."""
 
-  def __init__(self, path, isolation, storage_options=None):
+  def __init__(self, path, isolation, storage=None):
     self._path = path
     self._isolation = isolation
-    self._storage_options = storage_options
+    self._storage = storage  # The child reads the form and client data so.
     self._process = None
     self._lock = threading.Lock()
 
@@ -94,12 +95,12 @@ class Sandbox:
       return self._process
     self._process = subprocess.Popen(
         [sys.executable, '-c',
-         'from beam_runner import sandbox; sandbox.child_main()'],
+         'from beam_runner.worker_io import sandbox; sandbox.child_main()'],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL=os.environ.get(
             'TF_CPP_MIN_LOG_LEVEL', '2')))
     _write_frame(self._process.stdin, pickle.dumps(
-        ('load', self._path, self._storage_options)))
+        ('load', self._path, self._storage)))
     header, _ = self._reply(self._process, 'loading the form', start=True)
     if header.get('error'):
       raise SandboxFailure(CRASHED, f'the sandbox could not load the form: '
@@ -272,9 +273,8 @@ def child_main():
     request = pickle.loads(frame)
     try:
       if request[0] == 'load':
-        from canonical import io as storage  # pylint: disable=g-import-not-at-top
-        storage.configure(request[2])
-        form = loaded_forms.load(storage.absolute(request[1]))
+        storage = request[2] or storage_lib.default()
+        form = loaded_forms.load(storage.absolute(request[1]), storage)
         _write_frame(replies, _reply_frame({}))
         continue
       _, piece, args = request

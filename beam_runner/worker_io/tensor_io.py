@@ -16,7 +16,7 @@ import numpy as np
 import tensorflow as tf
 
 from canonical import errors
-from canonical import io as storage
+from canonical import io as storage_lib
 
 _MAGIC = b'FCT2'
 _MAGIC_WITHOUT_CRC = b'FCT1'
@@ -127,24 +127,24 @@ def _strings(raw, shape):
   return np.array(values, dtype=object).reshape(shape)
 
 
-def write_tensors(path, structure):
-  """Writes a structure's flat tensors (whole or not at all); returns their
-  bits."""
+def write_tensors(path, structure, storage=None):
+  """Writes a structure's flat tensors (whole or not at all) through
+  `storage` (the default if None); returns their bits."""
   arrays = flatten(structure)
-  storage.write_bytes(path, encode(arrays))
+  (storage or storage_lib.default()).write_bytes(path, encode(arrays))
   return bits(arrays)
 
 
-def read_arrays(path, what='value'):
-  """The flat numpy arrays of a file `write_tensors` wrote; storage.NotFound
-  if there is none, ValueError (naming the file) if it is corrupt."""
+def read_arrays(path, what='value', storage=None):
+  """The flat numpy arrays of a file `write_tensors` wrote; NotFound if there
+  is none, ValueError (naming the file) if it is corrupt."""
   try:
-    return decode(storage.read_bytes(path))
+    return decode((storage or storage_lib.default()).read_bytes(path))
   except ValueError as e:
     raise errors.InvalidValueError(f'The {what} in {path}: {e}') from None
 
 
-def read_tensors(path, spec, what='value'):
+def read_tensors(path, spec, what='value', storage=None):
   """The structure `spec` describes, from a file `write_tensors` wrote;
   errors as `read_arrays`."""
-  return pack(spec, read_arrays(path, what), what=f'{what} in {path}')
+  return pack(spec, read_arrays(path, what, storage), what=f'{what} in {path}')

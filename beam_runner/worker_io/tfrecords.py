@@ -1,7 +1,7 @@
 """TFRecord files as bytes, framed and checked by TensorFlow itself.
 
 TensorFlow opens local and gs:// paths but not s3:// or hdfs://. So files go
-through `canonical.storage` as bytes, and TensorFlow frames or unframes them
+through `canonical.io` as bytes, and TensorFlow frames or unframes them
 (length, CRC32C checksums) in its in-memory ram:// filesystem: corrupt or
 truncated data raises `tf.errors.DataLossError` as it would from a file.
 """

@@ -22,10 +22,13 @@ from canonical.compiler.pieces import emit
 from canonical.compiler.plan import partition
 from canonical.compiler.plan import Plan
 from canonical import errors
+from canonical import form
 from canonical.templates import iterative_process
 
 
-def compile(process, name=None, description='', encoders=None):  # pylint: disable=redefined-builtin
+def compile(process: iterative_process.IterativeProcess,  # pylint: disable=redefined-builtin
+            name: str | None = None, description: str = '',
+            encoders: dict | None = None) -> form.CanonicalForm:
   """Lowers `process` into a `CanonicalForm`; raises `FederatedError` if it
   cannot."""
   if not isinstance(process, iterative_process.IterativeProcess):

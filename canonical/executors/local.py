@@ -8,14 +8,21 @@ A form's secure sums run the masking protocol of `canonical.secagg`, all
 parties in this process.
 """
 
+from typing import Sequence
+
 import numpy as np
 
 from canonical import errors
+from canonical import form as form_lib
 from canonical.secagg import sums as secure_sums
 
 
-def run_round(form, state, client_data, client_states=None, merge_seed=None,
-              secure_threshold=None, secure_seed=None, secure_neighbors=None):
+def run_round(form: form_lib.CanonicalForm, state, client_data: Sequence,
+              client_states: Sequence | None = None,
+              merge_seed: int | None = None,
+              secure_threshold: int | None = None,
+              secure_seed: int | None = None,
+              secure_neighbors: 'int | str | None' = None) -> tuple:
   """Runs one round: `(state, metrics)`, then the new `client_states` if the
   form keeps client state, then the `client_outputs` (one per client) if its
   work returns per-client outputs: as `next` returns them.

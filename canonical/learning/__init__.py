@@ -34,13 +34,13 @@ __all__ = [
 
 
 def __getattr__(name):
-  """TFF's `tff.learning.build_federated_averaging_process` and
-  `tff.learning.framework`, imported on first use: they build on
-  `canonical.fedavg`, which itself imports this package."""
+  """TFF's `tff.learning.build_federated_averaging_process`, and the
+  `framework` and `algorithms` modules, imported on first use: they build
+  on `canonical.aggregators` and on this package's own blocks."""
   import importlib  # pylint: disable=g-import-not-at-top
   if name == 'build_federated_averaging_process':
     return importlib.import_module(
         'canonical.learning.tff_learning').build_federated_averaging_process
-  if name == 'framework':
-    return importlib.import_module('canonical.learning.framework')
+  if name in ('framework', 'algorithms'):
+    return importlib.import_module(f'canonical.learning.{name}')
   raise AttributeError(f'module {__name__!r} has no attribute {name!r}')

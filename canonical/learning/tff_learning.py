@@ -1,11 +1,12 @@
-"""`tff.learning`'s entry points over `canonical.fedavg`, for code written
-against TensorFlow Federated: `import canonical as tff` and its
+"""`tff.learning`'s entry points over `canonical.learning.algorithms`, for
+code written against TensorFlow Federated: `import canonical as tff` and its
 `tff.learning.build_federated_averaging_process(...)`,
 `tff.learning.from_keras_model(...)` and
 `tff.learning.framework.build_encoded_*_process_from_model(...)` run as
 written. The process's metrics take TFF's structure,
 `OrderedDict(broadcast=(), aggregation=(), train=OrderedDict(<the model's
-metrics>..., loss=...))`; `canonical.fedavg` keeps its flat one.
+metrics>..., loss=...))`; `algorithms.build_federated_averaging_process`
+keeps its flat one.
 """
 
 import collections
@@ -22,7 +23,7 @@ def build_federated_averaging_process(model_fn, client_optimizer_fn,
                                       server_optimizer_fn=None,
                                       broadcast_process=None,
                                       aggregation_process=None):
-  """TFF's builder: `canonical.fedavg.build_federated_averaging_process`
+  """TFF's builder: `algorithms.build_federated_averaging_process`
   (Keras optimizers translated) with TFF's metrics structure."""
   kwargs = {} if server_optimizer_fn is None else {
       'server_optimizer_fn': server_optimizer_fn}

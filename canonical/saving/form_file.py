@@ -10,13 +10,14 @@ graph, and pieces whose types do not connect (CanonicalForm's own check).
 
 import importlib.metadata
 import os
+from typing import Iterable
 
 import tensorflow as tf
 from google.protobuf import message
 
 from canonical import form as form_lib
 from canonical.form import FormError
-from canonical import io as storage
+from canonical import io as storage_lib
 from canonical.saving import canonical_form_pb2
 from canonical.saving import envelope
 from canonical.saving import graph_checks
@@ -59,16 +60,18 @@ def to_proto(form):
   return proto
 
 
-def to_bytes(form):
+def to_bytes(form: form_lib.CanonicalForm) -> bytes:
   """The file contents of `form`: envelope and serialized `fedcanon.Form`;
   the same form gives the same bytes (protobuf maps in a fixed order)."""
   return envelope.wrap(to_proto(form).SerializeToString(deterministic=True))
 
 
-def save(form, path):
-  """Writes `form` to `path` (local, or any storage `canonical.storage`
+def save(form: form_lib.CanonicalForm, path: str,
+         storage: storage_lib.Storage | None = None) -> str:
+  """Writes `form` to `path` (local, or any storage `canonical.io`
   reaches) whole or not at all; returns the path."""
-  return storage.write_bytes(path, to_bytes(form), sync=True)
+  return (storage or storage_lib.default()).write_bytes(
+      path, to_bytes(form), sync=True)
 
 
 def parse(data, where='form'):
@@ -95,7 +98,8 @@ def parse(data, where='form'):
   return proto
 
 
-def from_bytes(data, where='form', allow_ops=(), allow_any_op=False):
+def from_bytes(data: bytes, where: str = 'form', allow_ops: Iterable[str] = (),
+               allow_any_op: bool = False) -> form_lib.CanonicalForm:
   """The `CanonicalForm` of file contents `data` (see `load`)."""
   proto = parse(data, where)
   allowed = op_allowlist.default_allowed_ops() | frozenset(allow_ops)
@@ -170,7 +174,8 @@ def _first_line(error):
   return text.splitlines()[0] if text else ''
 
 
-def load(path, allow_ops=(), allow_any_op=False):
+def load(path: str, allow_ops: Iterable[str] = (), allow_any_op: bool = False,
+         storage: storage_lib.Storage | None = None) -> form_lib.CanonicalForm:
   """The `CanonicalForm` saved at `path`, runnable without its builder's code.
 
   Refuses (`FormError`) a file that is not an intact form of a known format
@@ -179,15 +184,16 @@ def load(path, allow_ops=(), allow_any_op=False):
   only for a file you trust.
   """
   path = os.fspath(path)
-  return from_bytes(read_bytes(path), path, allow_ops=allow_ops,
+  return from_bytes(read_bytes(path, storage), path, allow_ops=allow_ops,
                     allow_any_op=allow_any_op)
 
 
-def read_bytes(path):
-  """The raw contents of a form file; an unreadable file is a `FormError`."""
+def read_bytes(path, storage=None):
+  """The raw contents of a form file (read through `storage`, the default if
+  None); an unreadable file is a `FormError`."""
   try:
-    return storage.read_bytes(path)
-  except storage.NotFound:
+    return (storage or storage_lib.default()).read_bytes(path)
+  except storage_lib.NotFound:
     raise FormError(f'{path}: cannot read the form: No such file or '
                     'directory.') from None
   except OSError as e:

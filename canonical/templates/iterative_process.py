@@ -28,8 +28,11 @@ class IterativeProcess:
   travels (tensor name -> description), for the form's summary.
   """
 
-  def __init__(self, initialize, next, client_state_initializer=None,  # pylint: disable=redefined-builtin
-               encoders=None):
+  def __init__(self,
+               initialize: 'computations.TFComputation | computations.FederatedComputation',
+               next: computations.FederatedComputation,  # pylint: disable=redefined-builtin
+               client_state_initializer: computations.TFComputation | None = None,
+               encoders: dict | None = None):
     location = naming.user_location()
     self.location = location
     self.initialize_graph = None

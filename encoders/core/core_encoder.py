@@ -14,10 +14,15 @@ ancestor's stage, commutes with sum is decoded after the sum
 (`decode_after_sum`); the rest is decoded before it (`decode_before_sum`).
 """
 
+from collections.abc import Mapping
+from typing import Any
+
 import tensorflow as tf
 
 from encoders.core import encoding_stage
 from encoders.core import xla_fusion
+from encoders.core.tensor_types import TensorLike
+from encoders.core.tensor_types import TensorStructure
 
 
 class EncoderKeys:
@@ -36,6 +41,11 @@ PARAMS = EncoderKeys.PARAMS
 TENSORS = EncoderKeys.TENSORS
 SHAPE = EncoderKeys.SHAPE
 COMMUTE = EncoderKeys.COMMUTE
+
+# A structure that mirrors an encoder's tree of stages: per node
+# `{<EncoderKeys key>: the stage's value, CHILDREN: {key: subtree}}`. The
+# encoded tensors are the exception: `{key: tensor or child's encoded}`.
+EncoderTree = dict[str, Any]
 
 
 def _node(key, stage_value, children_values):
@@ -81,7 +91,8 @@ def _static_or_dynamic_shape(x):
 class Encoder:
   """A tree of adaptive encoding stages, built by `EncoderComposer.make()`."""
 
-  def __init__(self, stage, children):
+  def __init__(self, stage: encoding_stage.Stage,
+               children: Mapping[str, 'Encoder']):
     self._stage = encoding_stage.as_adaptive_encoding_stage(stage)
     self._children = dict(children)
     self._commutes = None  # Set by `_set_commuting` once the tree is built.
@@ -107,21 +118,21 @@ class Encoder:
       child._set_fusion(inside_fusion or fuse)
 
   @property
-  def stage(self):
+  def stage(self) -> encoding_stage.AdaptiveEncodingStageInterface:
     return self._stage
 
-  def __repr__(self):
+  def __repr__(self) -> str:
     """The tree as `root(key: child, ...)`: `flatten(flattened_values: ...)`."""
     children = ', '.join(f'{key}: {child!r}'
                          for key, child in self._children.items())
     return f'{self._stage.name}({children})' if children else self._stage.name
 
   @property
-  def children(self):
+  def children(self) -> dict[str, 'Encoder']:
     return dict(self._children)
 
   @property
-  def commuting_structure(self):
+  def commuting_structure(self) -> EncoderTree:
     """Per node: whether its decoding may happen after a sum."""
     return _node(COMMUTE, self._commutes, {
         key: child.commuting_structure
@@ -129,11 +140,11 @@ class Encoder:
     })
 
   @property
-  def fully_commutes_with_sum(self):
+  def fully_commutes_with_sum(self) -> bool:
     return all(tf.nest.flatten(self.commuting_structure))
 
   @property
-  def state_update_aggregation_modes(self):
+  def state_update_aggregation_modes(self) -> EncoderTree:
     return _node(TENSORS, dict(self._stage.state_update_aggregation_modes), {
         key: child.state_update_aggregation_modes
         for key, child in self._children.items()
@@ -150,7 +161,7 @@ class Encoder:
           results[key] = call(key, child)
     return results
 
-  def initial_state(self, name=None):
+  def initial_state(self, name: str | None = None) -> EncoderTree:
     with tf.name_scope(name or 'encoder_initial_state'):
       return self._initial_state()
 
@@ -158,7 +169,8 @@ class Encoder:
     return _node(STATE, self._stage.initial_state(), self._children_call(
         lambda key, child: child._initial_state()))
 
-  def update_state(self, state, state_update_tensors, name=None):
+  def update_state(self, state: EncoderTree, state_update_tensors: EncoderTree,
+                   name: str | None = None) -> EncoderTree:
     with tf.name_scope(name or 'encoder_update_state'):
       return self._update_state(state, state_update_tensors)
 
@@ -169,7 +181,8 @@ class Encoder:
         self._children_call(lambda key, child: child._update_state(
             state[CHILDREN][key], state_update_tensors[CHILDREN][key])))
 
-  def get_params(self, state, name=None):
+  def get_params(self, state: EncoderTree,
+                 name: str | None = None) -> tuple[EncoderTree, EncoderTree]:
     """Returns `(encode_params, decode_params)`, structured like the tree."""
     with tf.name_scope(name or 'encoder_get_params'):
       return self._get_params(state)
@@ -183,7 +196,9 @@ class Encoder:
             _node(PARAMS, decode_params,
                   {k: p[1] for k, p in children.items()}))
 
-  def encode(self, x, encode_params, name=None):
+  def encode(
+      self, x: TensorLike, encode_params: EncoderTree, name: str | None = None
+  ) -> tuple[TensorStructure, EncoderTree, EncoderTree]:
     """Returns `(encoded_tensors, state_update_tensors, input_shapes)`."""
     with tf.name_scope(name or 'encoder_encode'):
       return self._encode(tf.convert_to_tensor(x), encode_params)
@@ -208,13 +223,15 @@ class Encoder:
                   {k: c[1] for k, c in children.items()}),
             _node(SHAPE, shape, {k: c[2] for k, c in children.items()}))
 
-  def decode(self, encoded_tensors, decode_params, shape, name=None):
+  def decode(self, encoded_tensors: TensorStructure, decode_params: EncoderTree,
+             shape: EncoderTree, name: str | None = None) -> tf.Tensor:
     """Fully decodes: the inverse of `encode`."""
     with tf.name_scope(name or 'encoder_decode'):
       return self._decode(encoded_tensors, decode_params, shape, None, False)
 
-  def decode_before_sum(self, encoded_tensors, decode_params, shape,
-                        name=None):
+  def decode_before_sum(self, encoded_tensors: TensorStructure,
+                        decode_params: EncoderTree, shape: EncoderTree,
+                        name: str | None = None) -> TensorStructure:
     """Decodes the subtrees that do not commute with sum.
 
     Returns a tensor when the root does not commute, else the encoded structure
@@ -232,8 +249,10 @@ class Encoder:
         shape[CHILDREN][key])))
     return part
 
-  def decode_after_sum(self, encoded_tensors, decode_params, num_summands,
-                       shape, name=None):
+  def decode_after_sum(self, encoded_tensors: TensorStructure,
+                       decode_params: EncoderTree, num_summands: TensorLike,
+                       shape: EncoderTree,
+                       name: str | None = None) -> tf.Tensor:
     """Decodes a sum of `num_summands` outputs of `decode_before_sum`."""
     with tf.name_scope(name or 'encoder_decode_after_sum'):
       return self._decode(encoded_tensors, decode_params, shape, num_summands,
@@ -274,7 +293,7 @@ def _check_encoded_keys(stage, encoded, children):
 class EncoderComposer:
   """Builds a tree of stages: `EncoderComposer(root).add_child(stage, key)...make()`."""
 
-  def __init__(self, stage):
+  def __init__(self, stage: encoding_stage.Stage):
     if not isinstance(stage, (encoding_stage.EncodingStageInterface,
                               encoding_stage.AdaptiveEncodingStageInterface)):
       raise TypeError('EncoderComposer takes an EncodingStageInterface or an '
@@ -283,7 +302,8 @@ class EncoderComposer:
     self._stage = stage
     self._children = {}
 
-  def add_child(self, stage, key):
+  def add_child(self, stage: encoding_stage.Stage,
+                key: str) -> 'EncoderComposer':
     """Encodes this stage's output `key` with `stage`; returns the child's composer."""
     _check_compressible(self._stage, key)
     if key in self._children:
@@ -294,14 +314,15 @@ class EncoderComposer:
     self._children[key] = child
     return child
 
-  def add_parent(self, stage, key):
+  def add_parent(self, stage: encoding_stage.Stage,
+                 key: str) -> 'EncoderComposer':
     """Makes `stage` the parent of this tree, fed by its output `key`; returns it."""
     parent = EncoderComposer(stage)
     _check_compressible(stage, key)
     parent._children[key] = self
     return parent
 
-  def make(self):
+  def make(self) -> Encoder:
     """Returns the `Encoder` of the tree rooted here."""
     encoder = self._make()
     encoder._set_commuting(True)

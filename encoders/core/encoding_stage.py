@@ -6,10 +6,15 @@ written for it run here after changing their import line.
 """
 
 import abc
+from collections.abc import Sequence
 import enum
 import functools
 
 import tensorflow as tf
+
+from encoders.core.tensor_types import ShapeLike
+from encoders.core.tensor_types import TensorDict
+from encoders.core.tensor_types import TensorLike
 
 
 class StateAggregationMode(enum.Enum):
@@ -29,31 +34,32 @@ class _StageDescription(metaclass=abc.ABCMeta):
 
   @property
   @abc.abstractmethod
-  def name(self):
+  def name(self) -> str:
     """A short name, unique among the stages of one encoder's tree."""
 
   @property
   @abc.abstractmethod
-  def compressible_tensors_keys(self):
+  def compressible_tensors_keys(self) -> Sequence[str]:
     """Keys of `encode`'s output that further stages may encode."""
 
   @property
   @abc.abstractmethod
-  def commutes_with_sum(self):
+  def commutes_with_sum(self) -> bool:
     """Whether decoding can be moved after a sum of encodings."""
 
   @property
   @abc.abstractmethod
-  def decode_needs_input_shape(self):
+  def decode_needs_input_shape(self) -> bool:
     """Whether `decode` needs the shape of `encode`'s input."""
 
   @abc.abstractmethod
-  def decode(self, encoded_tensors, decode_params, num_summands=None,
-             shape=None):
+  def decode(self, encoded_tensors: TensorDict, decode_params: TensorDict,
+             num_summands: TensorLike | None = None,
+             shape: ShapeLike | None = None) -> tf.Tensor:
     """Returns the tensor that `encoded_tensors` represents."""
 
   @property
-  def xla_compatible(self):
+  def xla_compatible(self) -> bool:
     """Whether `encode` and `decode` compile under XLA once shapes are known.
 
     An `Encoder` compiles subtrees of such stages into one XLA computation
@@ -74,11 +80,11 @@ class EncodingStageInterface(_StageDescription):
   """
 
   @abc.abstractmethod
-  def get_params(self):
+  def get_params(self) -> tuple[TensorDict, TensorDict]:
     """Returns `(encode_params, decode_params)`, dicts of tensors or Python values."""
 
   @abc.abstractmethod
-  def encode(self, x, encode_params):
+  def encode(self, x: tf.Tensor, encode_params: TensorDict) -> TensorDict:
     """Returns a dict of tensors representing `x`."""
 
 
@@ -92,25 +98,30 @@ class AdaptiveEncodingStageInterface(_StageDescription):
 
   @property
   @abc.abstractmethod
-  def state_update_aggregation_modes(self):
+  def state_update_aggregation_modes(self) -> dict[str, StateAggregationMode]:
     """Dict: state update key -> `StateAggregationMode`."""
 
   @abc.abstractmethod
-  def initial_state(self):
+  def initial_state(self) -> TensorDict:
     """Returns the first state, a dict of tensors."""
 
   @abc.abstractmethod
-  def update_state(self, state, state_update_tensors):
+  def update_state(self, state: TensorDict,
+                   state_update_tensors: TensorDict) -> TensorDict:
     """Returns the next state from the aggregated state update tensors."""
 
   @abc.abstractmethod
-  def get_params(self, state):
+  def get_params(self, state: TensorDict) -> tuple[TensorDict, TensorDict]:
     """Returns `(encode_params, decode_params)` for this state."""
 
   @abc.abstractmethod
-  def encode(self, x, encode_params):
+  def encode(self, x: tf.Tensor,
+             encode_params: TensorDict) -> tuple[TensorDict, TensorDict]:
     """Returns `(encoded_tensors, state_update_tensors)`."""
 
+
+# Either kind of stage: what `EncoderComposer` and the harness accept.
+Stage = EncodingStageInterface | AdaptiveEncodingStageInterface
 
 
 # Name scope suffixes of the decorated methods, as tensor_encoding names them.
@@ -322,7 +333,8 @@ class NoneStateAdaptiveEncodingStage(AdaptiveEncodingStageInterface):
                                       num_summands=num_summands, shape=shape)
 
 
-def as_adaptive_encoding_stage(stage):
+def as_adaptive_encoding_stage(
+    stage: Stage) -> AdaptiveEncodingStageInterface:
   """Returns `stage` as an `AdaptiveEncodingStageInterface`."""
   if isinstance(stage, AdaptiveEncodingStageInterface):
     return stage

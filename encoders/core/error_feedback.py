@@ -7,12 +7,14 @@ state. Everything here is a pure function of its inputs.
 import tensorflow as tf
 
 from encoders.core import gather_encoder as gather_encoder_lib
+from encoders.core.tensor_types import TensorLike
+from encoders.core.tensor_types import TensorTuple
 
 
 class ErrorFeedback:
   """Wraps a `GatherEncoder`: `encode(x, residual, params)` also returns the new residual."""
 
-  def __init__(self, gather_encoder):
+  def __init__(self, gather_encoder: gather_encoder_lib.GatherEncoder):
     if not isinstance(gather_encoder, gather_encoder_lib.GatherEncoder):
       raise TypeError('ErrorFeedback wraps a GatherEncoder (from '
                       'as_gather_encoder), got '
@@ -20,18 +22,21 @@ class ErrorFeedback:
     self._encoder = gather_encoder
 
   @property
-  def gather_encoder(self):
+  def gather_encoder(self) -> gather_encoder_lib.GatherEncoder:
     return self._encoder
 
   @property
-  def residual_spec(self):
+  def residual_spec(self) -> tf.TensorSpec:
     return self._encoder.input_tensorspec
 
-  def initial_residual(self):
+  def initial_residual(self) -> tf.Tensor:
     spec = self.residual_spec
     return tf.zeros(spec.shape, spec.dtype)
 
-  def encode(self, x, residual, params):
+  def encode(
+      self, x: TensorLike, residual: TensorLike,
+      params: gather_encoder_lib.GatherParams
+  ) -> tuple[dict[str, tf.Tensor], TensorTuple, tf.Tensor]:
     """Returns `(encoded_x, state_update_tensors, new_residual)`.
 
     `params` is the triple from `GatherEncoder.get_params`; the client decodes

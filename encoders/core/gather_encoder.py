@@ -7,6 +7,9 @@ returns flat tuples or dicts of tensors; Python values are learned when the
 `GatherEncoder` is built.
 """
 
+from collections.abc import Iterable
+from collections.abc import Mapping
+from collections.abc import Sequence
 import functools
 
 import tensorflow as tf
@@ -15,9 +18,16 @@ from encoders.core import aggregation
 from encoders.core import core_encoder
 from encoders.core import simple_encoder
 from encoders.core import structures
+from encoders.core.encoding_stage import StateAggregationMode
+from encoders.core.tensor_types import TensorLike
+from encoders.core.tensor_types import TensorTuple
 
 _TENSORS = 'encoded_tensors'
 _SHAPES = 'shapes'
+
+# What `GatherEncoder.get_params` returns: the encode, decode_before_sum and
+# decode_after_sum params, each flat.
+GatherParams = tuple[TensorTuple, TensorTuple, TensorTuple]
 
 
 def _aggregate_one(encoder, update):
@@ -38,7 +48,8 @@ def _aggregate_one(encoder, update):
 class GatherEncoder:
   """Encodes values of one `tf.TensorSpec` for a sum or mean over clients."""
 
-  def __init__(self, encoder, tensorspec):
+  def __init__(self, encoder: core_encoder.Encoder,
+               tensorspec: tf.TensorSpec):
     simple_encoder.check_encoder_and_spec(encoder, tensorspec, 'GatherEncoder')
     self._encoder = encoder
     self._tensorspec = tensorspec
@@ -75,44 +86,46 @@ class GatherEncoder:
     self._modes = tf.nest.flatten(encoder.state_update_aggregation_modes)
 
   @classmethod
-  def from_encoder(cls, encoder, tensorspec):
+  def from_encoder(cls, encoder: core_encoder.Encoder,
+                   tensorspec: tf.TensorSpec) -> 'GatherEncoder':
     return cls(encoder, tensorspec)
 
   @property
-  def input_tensorspec(self):
+  def input_tensorspec(self) -> tf.TensorSpec:
     return self._tensorspec
 
-  def __repr__(self):
+  def __repr__(self) -> str:
     return f'GatherEncoder({self._encoder!r})'
 
   @property
-  def fully_commutes_with_sum(self):
+  def fully_commutes_with_sum(self) -> bool:
     return self._encoder.fully_commutes_with_sum
 
   @property
-  def state_update_aggregation_modes(self):
+  def state_update_aggregation_modes(self) -> list[StateAggregationMode]:
     """One `StateAggregationMode` per state update tensor, in order."""
     return list(self._modes)
 
   @property
-  def encoded_spec(self):
+  def encoded_spec(self) -> dict[str, tf.TensorSpec]:
     """Dict key -> `tf.TensorSpec` of one client's encoded value: what is sent."""
     return dict(zip(self._message_keys, self._message.specs))
 
   @property
-  def encoded_bits(self):
+  def encoded_bits(self) -> int:
     """Bits of one client's encoded value."""
     return structures.bits(self._message.specs)
 
   @property
-  def state_update_specs(self):
+  def state_update_specs(self) -> list[tf.TensorSpec]:
     return self._update.specs
 
-  def initial_state(self, name=None):
+  def initial_state(self, name: str | None = None) -> TensorTuple:
     with tf.name_scope(name or 'gather_encoder_initial_state'):
       return tuple(self._state.tensors(self._encoder.initial_state(), 'state'))
 
-  def get_params(self, state=None, name=None):
+  def get_params(self, state: Sequence[TensorLike] | None = None,
+                 name: str | None = None) -> GatherParams:
     """Returns `(encode_params, decode_before_sum_params, decode_after_sum_params)`."""
     with tf.name_scope(name or 'gather_encoder_get_params'):
       if state is None:
@@ -121,7 +134,10 @@ class GatherEncoder:
       return tuple(tuple(template.tensors(p, 'params'))
                    for template, p in zip(self._params, params))
 
-  def encode(self, x, encode_params, name=None):
+  def encode(
+      self, x: TensorLike, encode_params: Sequence[TensorLike],
+      name: str | None = None
+  ) -> tuple[dict[str, tf.Tensor], TensorTuple]:
     """Returns `(encoded_x, state_update_tensors)`: a dict and a tuple."""
     with tf.name_scope(name or 'gather_encoder_encode'):
       x = simple_encoder.check_input(x, self._tensorspec, 'GatherEncoder')
@@ -131,7 +147,10 @@ class GatherEncoder:
       return (dict(zip(self._message_keys, tensors)),
               tuple(self._update.tensors(update, 'state update')))
 
-  def decode_before_sum(self, encoded_x, decode_before_sum_params, name=None):
+  def decode_before_sum(
+      self, encoded_x: Mapping[str, TensorLike],
+      decode_before_sum_params: Sequence[TensorLike], name: str | None = None
+  ) -> tf.Tensor | dict[str, tf.Tensor]:
     """Returns the part-decoded value: a tensor, or a dict of tensors, to be summed."""
     with tf.name_scope(name or 'gather_encoder_decode_before_sum'):
       if set(encoded_x) != set(self._message_keys):
@@ -149,8 +168,11 @@ class GatherEncoder:
         return tensors[0]
       return dict(zip(self._part_keys, tensors))
 
-  def decode_after_sum(self, part_decoded_x, decode_after_sum_params,
-                       num_summands, name=None):
+  def decode_after_sum(self,
+                       part_decoded_x: TensorLike | Mapping[str, TensorLike],
+                       decode_after_sum_params: Sequence[TensorLike],
+                       num_summands: TensorLike,
+                       name: str | None = None) -> tf.Tensor:
     """Finishes decoding a sum of `num_summands` part-decoded values."""
     with tf.name_scope(name or 'gather_encoder_decode_after_sum'):
       if self._part_keys is None:
@@ -164,7 +186,8 @@ class GatherEncoder:
                                                self._after_shapes)
       return tf.ensure_shape(decoded, self._tensorspec.shape)
 
-  def decode(self, encoded_x, params):
+  def decode(self, encoded_x: Mapping[str, TensorLike],
+             params: GatherParams) -> tf.Tensor:
     """Decodes one client's value: what the server would see from it alone.
 
     `params` is the triple returned by `get_params`.
@@ -172,7 +195,9 @@ class GatherEncoder:
     part = self.decode_before_sum(encoded_x, params[1])
     return self.decode_after_sum(part, params[2], 1)
 
-  def update_state(self, state, state_update_tensors, name=None):
+  def update_state(self, state: Sequence[TensorLike],
+                   state_update_tensors: Sequence[TensorLike],
+                   name: str | None = None) -> TensorTuple:
     """Returns the next state from state updates aggregated by their modes."""
     with tf.name_scope(name or 'gather_encoder_update_state'):
       new_state = self._encoder.update_state(
@@ -182,22 +207,26 @@ class GatherEncoder:
                             check_shapes=False))
       return tuple(self._state.tensors(new_state, 'updated state'))
 
-  def state_update_zero(self):
+  def state_update_zero(self) -> TensorTuple:
     """The aggregate of no state updates."""
     return tuple(aggregation.zero(mode, spec)
                  for mode, spec in zip(self._modes, self._update.specs))
 
-  def accumulate_state_updates(self, accumulator, state_update_tensors):
+  def accumulate_state_updates(
+      self, accumulator: Sequence[TensorLike],
+      state_update_tensors: Sequence[TensorLike]) -> TensorTuple:
     """Folds one client's state update tensors into an aggregate."""
     return tuple(aggregation.accumulate(mode, a, u) for mode, a, u in zip(
         self._modes, accumulator, state_update_tensors))
 
-  def merge_state_updates(self, a, b):
+  def merge_state_updates(self, a: Sequence[TensorLike],
+                          b: Sequence[TensorLike]) -> TensorTuple:
     """Combines two aggregates."""
     return tuple(aggregation.merge(mode, x, y)
                  for mode, x, y in zip(self._modes, a, b))
 
-  def aggregate_state_updates(self, state_updates):
+  def aggregate_state_updates(
+      self, state_updates: Iterable[Sequence[TensorLike]]) -> TensorTuple:
     """Aggregates a list of clients' state update tuples by their modes."""
     return functools.reduce(self.accumulate_state_updates, state_updates,
                             self.state_update_zero())

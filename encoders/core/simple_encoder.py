@@ -6,10 +6,15 @@ once, when the `SimpleEncoder` is built, so `decode` can run in a different
 trace, process or machine from `encode`.
 """
 
+from collections.abc import Mapping
+from collections.abc import Sequence
+
 import tensorflow as tf
 
 from encoders.core import core_encoder
 from encoders.core import structures
+from encoders.core.tensor_types import TensorLike
+from encoders.core.tensor_types import TensorTuple
 
 _TENSORS = 'encoded_tensors'
 _PARAMS = 'params'
@@ -44,7 +49,8 @@ def check_output(decoded, tensorspec, who):
 class SimpleEncoder:
   """Encodes values of one `tf.TensorSpec`; state is a tuple of tensors."""
 
-  def __init__(self, encoder, tensorspec):
+  def __init__(self, encoder: core_encoder.Encoder,
+               tensorspec: tf.TensorSpec):
     check_encoder_and_spec(encoder, tensorspec, 'SimpleEncoder')
     self._encoder = encoder
     self._tensorspec = tensorspec
@@ -63,27 +69,30 @@ class SimpleEncoder:
     self._message_keys = structures.tensor_paths(message)
 
   @property
-  def input_tensorspec(self):
+  def input_tensorspec(self) -> tf.TensorSpec:
     return self._tensorspec
 
-  def __repr__(self):
+  def __repr__(self) -> str:
     return f'SimpleEncoder({self._encoder!r})'
 
   @property
-  def encoded_spec(self):
+  def encoded_spec(self) -> dict[str, tf.TensorSpec]:
     """Dict key -> `tf.TensorSpec` of what `encode` produces: what is sent."""
     return dict(zip(self._message_keys, self._message.specs))
 
   @property
-  def encoded_bits(self):
+  def encoded_bits(self) -> int:
     """Bits of one encoded value."""
     return structures.bits(self._message.specs)
 
-  def initial_state(self, name=None):
+  def initial_state(self, name: str | None = None) -> TensorTuple:
     with tf.name_scope(name or 'simple_encoder_initial_state'):
       return tuple(self._state.tensors(self._encoder.initial_state(), 'state'))
 
-  def encode(self, x, state=None, name=None):
+  def encode(
+      self, x: TensorLike, state: Sequence[TensorLike] | None = None,
+      name: str | None = None
+  ) -> tuple[dict[str, tf.Tensor], TensorTuple]:
     """Returns `(encoded_x, updated_state)`; `encoded_x` is a dict of tensors."""
     with tf.name_scope(name or 'simple_encoder_encode'):
       x = check_input(x, self._tensorspec, 'SimpleEncoder')
@@ -95,7 +104,8 @@ class SimpleEncoder:
       return (dict(zip(self._message_keys, tensors)),
               tuple(self._state.tensors(new_state, 'updated state')))
 
-  def decode(self, encoded_x, name=None):
+  def decode(self, encoded_x: Mapping[str, TensorLike],
+             name: str | None = None) -> tf.Tensor:
     """Returns the decoded tensor, shaped like the input."""
     with tf.name_scope(name or 'simple_encoder_decode'):
       if set(encoded_x) != set(self._message_keys):

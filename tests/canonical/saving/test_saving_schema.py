@@ -1,0 +1,28 @@
+"""The schema: .proto files only in proto/, and the generated module is current."""
+
+import importlib.util
+import os
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '../../..'))
+GENERATED = os.path.join(ROOT, 'canonical', 'saving', 'canonical_form_pb2.py')
+
+
+def _gen_proto():
+  spec = importlib.util.spec_from_file_location(
+      'gen_proto', os.path.join(ROOT, 'scripts', 'gen_proto.py'))
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
+
+
+def test_proto_folder_holds_only_schema_files():
+  # `proto` is proto-plus's import name: never make the folder a package.
+  files = os.listdir(os.path.join(ROOT, 'proto'))
+  assert files and all(f.endswith('.proto') for f in files), files
+
+
+def test_generated_module_is_current(tmp_path):
+  fresh = _gen_proto().generate(str(tmp_path))
+  with open(fresh, 'rb') as f, open(GENERATED, 'rb') as g:
+    assert f.read() == g.read(), (
+        'canonical/saving/canonical_form_pb2.py is stale: run scripts/gen_proto')
