@@ -131,8 +131,10 @@ def run_command(args, flags):
       clients_per_element=args.clients_per_element,
       secure_threshold=args.secure_threshold, sampling=args.sampling,
       secure_neighbors=args.secure_neighbors)
+  state = beam_runner.RunDir(result.output_dir, storage).state_path(
+      result.rounds)
   print(f'{result.rounds} rounds committed in {result.output_dir}; state: '
-        f'{beam_runner.RunDir(result.output_dir).state_path(result.rounds)}')
+        f'{state}')
 
 
 def write_clients_command(args, flags):

@@ -31,8 +31,9 @@ RUNNING_MODES = ('in_memory', 'multi_threading', 'multi_processing')
 def pipeline_options_for(running_mode, num_workers=2):
   """Beam options for a DirectRunner mode; None: the in-process runner."""
   if running_mode not in RUNNING_MODES:
-    raise errors.InvalidValueError(f'running_mode must be one of {RUNNING_MODES}, got '
-                     f'{running_mode!r}.')
+    raise errors.InvalidValueError(
+        f'running_mode must be one of {RUNNING_MODES}, got '
+        f'{running_mode!r}.')
   if running_mode == 'in_memory':
     return None  # beam_runner.run's in-process FnApiRunner: no Prism download.
   return {'runner': 'DirectRunner', 'direct_running_mode': running_mode,

@@ -232,7 +232,8 @@ class Place:
     import uuid  # pylint: disable=g-import-not-at-top
     from canonical import io as storage_lib  # pylint: disable=g-import-not-at-top
     self._count += 1
-    return storage_lib.join(self._runs, f'run-{self._count}-{uuid.uuid4().hex[:6]}')
+    name = f'run-{self._count}-{uuid.uuid4().hex[:6]}'
+    return storage_lib.join(self._runs, name)
 
 
 def _s3_server_module():
@@ -263,7 +264,8 @@ def upload(local_dir, url, names):
   def copy(relative):
     with open(os.path.join(local_dir, relative), 'rb') as f:
       data = f.read()
-    storage_lib.write_bytes(storage_lib.join(url, *relative.split(os.sep)), data)
+    target = storage_lib.join(url, *relative.split(os.sep))
+    storage_lib.write_bytes(target, data)
     return len(data)
 
   with futures.ThreadPoolExecutor(8) as pool:

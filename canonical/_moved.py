@@ -101,7 +101,8 @@ CANONICAL = {
                                      'canonical.learning.framework'],
     'canonical.fedavg.dp_secure_mean': ['canonical.aggregators.dp_secure_mean',
                                         'canonical.learning.framework'],
-    'canonical.fedavg.measured_process': ['canonical.templates.measured_process'],
+    'canonical.fedavg.measured_process': [
+        'canonical.templates.measured_process'],
     'canonical.fedavg.specs': ['canonical.core.specs',
                                'canonical.learning.model_fns'],
 }

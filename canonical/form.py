@@ -104,8 +104,9 @@ class Piece:
 
   def __call__(self, *args):
     if len(args) != len(self.input_specs):
-      raise errors.InvalidTypeError(f'Piece {self.name!r} takes {len(self.input_specs)} '
-                      f'arguments {self.input_signature()}, got {len(args)}.')
+      raise errors.InvalidTypeError(
+          f'Piece {self.name!r} takes {len(self.input_specs)} '
+          f'arguments {self.input_signature()}, got {len(args)}.')
     if self._empty_result is not None and _fits(self.input_specs, args):
       return self._empty_result[0]
     result = self._call(*args)
@@ -124,8 +125,9 @@ class Piece:
     try:
       return self.concrete_function(*args)
     except TypeError as e:
-      raise errors.InvalidTypeError(f'Piece {self.name!r} {self.input_signature()} was '
-                      f'called with arguments that do not fit: {e}') from e
+      raise errors.InvalidTypeError(
+          f'Piece {self.name!r} {self.input_signature()} was '
+          f'called with arguments that do not fit: {e}') from e
 
   def input_signature(self):
     return '(' + ', '.join(ft.describe(s) for s in self.input_specs) + ')'

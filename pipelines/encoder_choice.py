@@ -34,7 +34,7 @@ _CHOICES = {
     'random_k': ('fraction', 0.1, lambda arg, seed: te.encoders.random_k(
         float(arg), seed=seed)),
     # Not a tensor encoder: the whole update through secure aggregation as
-    # rotated BITS-bit integers (canonical.aggregators.build_secure_mean_process).
+    # rotated BITS-bit integers (aggregators.build_secure_mean_process).
     'secure': ('bits', 8, None),
 }
 

@@ -210,7 +210,8 @@ class Config:
       privacy.check_noise_multiplier(self.noise_multiplier)
       privacy.check_delta(self.delta)
       if not self.clip > 0:
-        raise errors.InvalidValueError(f'--clip must be positive, got {self.clip}.')
+        raise errors.InvalidValueError(
+            f'--clip must be positive, got {self.clip}.')
       if self.target_epsilon is not None:
         privacy.check_plan(self.round_noise_multiplier(),
                            self.sampling_probability, self.rounds,
@@ -621,9 +622,10 @@ def main(argv=None):
   if config.private:
     spent = (f', epsilon {config.epsilon(len(result.curve)):.3f} at delta '
              f'{config.delta:g}')
+  board = storage_lib.join(result.run_dir, 'tensorboard')
   print(f'done: {len(result.curve)} rounds, final test accuracy '
         f'{accuracy_text}{spent}; plot {result.plot_path}; TensorBoard: '
-        f'tensorboard --logdir {storage_lib.join(result.run_dir, "tensorboard")}')
+        f'tensorboard --logdir {board}')
   return 0
 
 

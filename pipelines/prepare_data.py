@@ -379,7 +379,8 @@ def load_prepared(directory, storage=None):
   try:
     manifest = json.loads(text)
     if manifest.get('format') != FORMAT:
-      raise errors.InvalidValueError(f'format {manifest.get("format")!r}, not {FORMAT!r}')
+      raise errors.InvalidValueError(
+          f'format {manifest.get("format")!r}, not {FORMAT!r}')
     source = client_data_lib.TFRecordClientData(directory, storage)
     missing = set(manifest['examples_per_client']) - set(source.client_ids())
   except (ValueError, KeyError, TypeError, AttributeError) as e:

@@ -2,8 +2,9 @@
 
 TensorFlow's wheel ships no .proto sources, so the schemas ours imports
 (graph.proto, struct.proto and theirs) go to protoc as a descriptor set built
-from the installed tensorflow `_pb2` modules. tests/canonical/saving/test_saving_schema.py runs
-`generate` into a temporary folder and fails when the committed module differs.
+from the installed tensorflow `_pb2` modules.
+tests/canonical/saving/test_saving_schema.py runs `generate` into a temporary
+folder and fails when the committed module differs.
 """
 
 import os

@@ -23,8 +23,8 @@ that no commit names are leftovers of failed or lost runs: ignored, and
 deleted once their round is committed.
 
 Every committed file is checked when read: tensor files end with a CRC-32
-(worker_io/tensor_io.py), the JSON files against the digests their commit recorded; a
-damaged one is an error naming it, never a silently different run.
+(worker_io/tensor_io.py), the JSON files against the digests their commit
+recorded; a damaged one is an error naming it, never a silently different run.
 """
 
 import hashlib
@@ -138,7 +138,8 @@ class RunDir:
     """Records what the run is; refuses a directory holding another run."""
     self.storage.check_writable(self.directory, 'output directory')
     description = dict(description, layout=LAYOUT)
-    changed = record_or_compare(self.storage, storage_lib.join(self.directory, RUN_FILE),
+    changed = record_or_compare(self.storage,
+                                storage_lib.join(self.directory, RUN_FILE),
                                 description)
     if 'layout' in changed:
       raise RunDirError(
@@ -257,7 +258,8 @@ class RunDir:
                    self.storage)
 
   def _marker(self, round_number):
-    return storage_lib.join(self.commits_dir, _round_name(round_number) + '.json')
+    return storage_lib.join(self.commits_dir,
+                            _round_name(round_number) + '.json')
 
   def check_not_taken(self, attempt):
     """CommitConflict (this attempt deleted) if another driver committed the

@@ -72,12 +72,14 @@ def _check_arguments(non_finite, **integers):
       continue
     if isinstance(value, bool) or not isinstance(value, int) or \
         value < _AT_LEAST[name]:
-      raise errors.InvalidValueError(f'{name} must be an integer of at least '
-                       f'{_AT_LEAST[name]}, got {value!r}.')
+      raise errors.InvalidValueError(
+          f'{name} must be an integer of at least '
+          f'{_AT_LEAST[name]}, got {value!r}.')
   if non_finite not in round_pipeline.NON_FINITE_POLICIES:
-    raise errors.InvalidValueError(f'non_finite must be one of '
-                     f'{", ".join(round_pipeline.NON_FINITE_POLICIES)}, got '
-                     f'{non_finite!r}.')
+    raise errors.InvalidValueError(
+        f'non_finite must be one of '
+        f'{", ".join(round_pipeline.NON_FINITE_POLICIES)}, got '
+        f'{non_finite!r}.')
 
 
 def run(form_or_path: 'form_lib.CanonicalForm | str',
@@ -161,12 +163,14 @@ def run(form_or_path: 'form_lib.CanonicalForm | str',
                    clients_per_element=clients_per_element,
                    secure_threshold=secure_threshold)
   if sampling not in SAMPLINGS:
-    raise errors.InvalidValueError(f'sampling must be one of {", ".join(SAMPLINGS)}, got '
-                     f'{sampling!r}.')
+    raise errors.InvalidValueError(
+        f'sampling must be one of {", ".join(SAMPLINGS)}, got '
+        f'{sampling!r}.')
   if secure_threshold is not None and secure_threshold > clients_per_round:
-    raise errors.InvalidValueError(f'secure_threshold {secure_threshold} is more than the '
-                     f'{clients_per_round} clients sampled per round: no '
-                     'round could unmask its secure sums.')
+    raise errors.InvalidValueError(
+        f'secure_threshold {secure_threshold} is more than the '
+        f'{clients_per_round} clients sampled per round: no '
+        'round could unmask its secure sums.')
   if secure_neighbors is not None:
     try:  # 'auto' by the sampled count: Poisson rounds resolve their own.
       secagg_graph.check_threshold(
@@ -452,8 +456,9 @@ class _RoundLoop:
                                    'server state', self.storage)
     result = self.evaluate(state)
     if not isinstance(result, dict):
-      raise errors.InvalidTypeError('evaluate must return a dict name -> number, got '
-                      f'{type(result).__name__}.')
+      raise errors.InvalidTypeError(
+          'evaluate must return a dict name -> number, got '
+          f'{type(result).__name__}.')
     return {str(name): float(value) for name, value in result.items()}
 
   def _replace_client_states(self, plan, dropped):

@@ -6,7 +6,7 @@
 - `DaskRunner` (short name accepted): a `dask.distributed` cluster at
   `--dask_client_address`, or, without one, a local cluster of one worker
   process per core started for the run and stopped after it. Workers stay
-  warm between pipelines, so a round costs ~0.3 s of engine time;
+  warm between pipelines, so a round costs ~0.1-0.3 s of engine time;
 - any other name (DataflowRunner, FlinkRunner, SparkRunner, ...): handed to
   Beam as it is.
 

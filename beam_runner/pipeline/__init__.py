@@ -1,1 +1,2 @@
-"""A round as a Beam pipeline (`round`) and the steps it is made of (`steps`)."""
+"""A round as a Beam pipeline (`round`), and the steps it is made of
+(`steps`)."""

@@ -101,7 +101,8 @@ class SecureRound:
   def kept_path(self, batch, part):
     """Where a batch's clients keep their U until they mask (part `part`
     of the batch's; see `Keeper`)."""
-    return storage_lib.join(self.directory, 'kept', f'{batch}-{part:05d}.tensors')
+    return storage_lib.join(self.directory, 'kept',
+                            f'{batch}-{part:05d}.tensors')
 
   def held_path(self, batch):
     """Where a batch's clients keep the shares they decrypted (step 3, for

@@ -144,7 +144,8 @@ class TFRecordClientData:
     except storage_lib.StorageError as e:
       raise ClientDataError(str(e)) from None
     spec_path = storage_lib.join(self.directory, SPEC_FILE)
-    if storage_lib.is_local(self.directory) and not os.path.isdir(self.directory):
+    if storage_lib.is_local(self.directory) and not os.path.isdir(
+        self.directory):
       raise ClientDataError(f'Client data directory {self.directory!r} does '
                             'not exist.')
     try:
@@ -364,9 +365,10 @@ def source_of(client_data, storage=None):
     return InMemoryClientData(client_data)
   if isinstance(client_data, (str, os.PathLike)):
     return TFRecordClientData(client_data, storage)
-  raise errors.InvalidTypeError('client_data must be a dict client id -> data, a client '
-                  'data directory or a client data source, got '
-                  f'{type(client_data).__name__}.')
+  raise errors.InvalidTypeError(
+      'client_data must be a dict client id -> data, a client '
+      'data directory or a client data source, got '
+      f'{type(client_data).__name__}.')
 
 
 def spec_to_json(spec):
@@ -380,7 +382,8 @@ def spec_to_json(spec):
     return {'dict': {str(k): spec_to_json(v) for k, v in spec.items()}}
   if isinstance(spec, (tuple, list)):
     return {'tuple': [spec_to_json(v) for v in spec]}
-  raise errors.InvalidTypeError(f'Cannot describe {spec!r} as client data type.')
+  raise errors.InvalidTypeError(
+      f'Cannot describe {spec!r} as client data type.')
 
 
 def spec_from_json(value):

@@ -48,11 +48,13 @@ class FormSource:
       return cls(path=path, description=path, isolation=isolation,
                  storage=storage)
     if isolation is not None:
-      raise errors.InvalidValueError('A sandboxed form is loaded from a file: save it.')
+      raise errors.InvalidValueError(
+          'A sandboxed form is loaded from a file: save it.')
     from canonical import form as form_lib  # pylint: disable=g-import-not-at-top
     if not isinstance(form_or_path, form_lib.CanonicalForm):
-      raise errors.InvalidTypeError('beam_runner: expected a CanonicalForm or the path of a '
-                      f'saved form, got {type(form_or_path).__name__}.')
+      raise errors.InvalidTypeError(
+          'beam_runner: expected a CanonicalForm or the path of a '
+          f'saved form, got {type(form_or_path).__name__}.')
     key = str(uuid.uuid4())
     _REGISTRY[key] = form_or_path
     source = cls(key=key, description=f'in-memory form {form_or_path.name!r}')

@@ -34,8 +34,9 @@ def pack(spec, arrays, what='value'):
   """Rebuilds the structure `spec` describes from its flat arrays, as tensors."""
   leaves = tf.nest.flatten(spec)
   if len(leaves) != len(arrays):
-    raise errors.InvalidValueError(f'The {what} has {len(arrays)} tensors, but its type '
-                     f'has {len(leaves)}.')
+    raise errors.InvalidValueError(
+        f'The {what} has {len(arrays)} tensors, but its type '
+        f'has {len(leaves)}.')
   tensors = [tf.convert_to_tensor(a, dtype=s.dtype)
              for s, a in zip(leaves, arrays)]
   return tf.nest.pack_sequence_as(spec, tensors)
@@ -61,7 +62,8 @@ def decode(data):
   try:
     return _decode(memoryview(data))
   except (struct.error, IndexError, TypeError, UnicodeDecodeError) as e:
-    raise errors.InvalidValueError(f'Truncated or corrupt tensor data: {e}') from e
+    raise errors.InvalidValueError(
+        f'Truncated or corrupt tensor data: {e}') from e
 
 
 def _decode(view):
@@ -72,8 +74,9 @@ def _decode(view):
     (crc,) = _CRC.unpack_from(view, len(view) - _CRC.size)
     view = view[:len(view) - _CRC.size]
     if zlib.crc32(view) != crc:
-      raise errors.InvalidValueError('the file is damaged or truncated (its CRC-32 does '
-                       'not match its contents)')
+      raise errors.InvalidValueError(
+          'the file is damaged or truncated (its CRC-32 does '
+          'not match its contents)')
   elif magic != _MAGIC_WITHOUT_CRC:
     raise errors.InvalidValueError('Not a tensor file: bad magic bytes.')
   (count,), offset = _COUNT.unpack_from(view, 4), 8
@@ -97,7 +100,8 @@ def _decode(view):
       arrays.append(np.frombuffer(raw, dtype=dtype.as_numpy_dtype).reshape(
           shape).copy())
   if offset != len(view):
-    raise errors.InvalidValueError(f'{len(view) - offset} bytes after the last tensor.')
+    raise errors.InvalidValueError(
+        f'{len(view) - offset} bytes after the last tensor.')
   return arrays
 
 

@@ -63,12 +63,15 @@ def _check(noise_multiplier, clip, expected_clients, bits, tries, who):
       ('expected_clients', expected_clients, 1e-12, 'positive')):
     if (isinstance(value, bool) or not isinstance(value, (int, float)) or
         not math.isfinite(value) or value < least):
-      raise errors.InvalidValueError(f'{who}: {name} must be a {kind} number, got '
-                       f'{value!r}.')
+      raise errors.InvalidValueError(
+          f'{who}: {name} must be a {kind} number, got '
+          f'{value!r}.')
   if isinstance(bits, bool) or not isinstance(bits, int) or not 2 <= bits <= 16:
-    raise errors.InvalidValueError(f'{who}: bits must be an int in [2, 16], got {bits!r}.')
+    raise errors.InvalidValueError(
+        f'{who}: bits must be an int in [2, 16], got {bits!r}.')
   if isinstance(tries, bool) or not isinstance(tries, int) or tries < 1:
-    raise errors.InvalidValueError(f'{who}: tries must be a positive int, got {tries!r}.')
+    raise errors.InvalidValueError(
+        f'{who}: tries must be a positive int, got {tries!r}.')
 
 
 def build_dp_secure_mean_process(value_spec, noise_multiplier, clip,
@@ -108,8 +111,9 @@ def build_dp_secure_mean_process(value_spec, noise_multiplier, clip,
   modulus = 2**(bits + math.ceil(math.log2(
       _CLIENTS_HEADROOM * max(expected_clients, 1))) + 1)
   if modulus > 2**31:
-    raise errors.InvalidValueError(f'{who}: {bits} bits for {expected_clients:g} expected '
-                     'clients need a modulus above 2**31; use fewer bits.')
+    raise errors.InvalidValueError(
+        f'{who}: {bits} bits for {expected_clients:g} expected '
+        'clients need a modulus above 2**31; use fewer bits.')
   noise_seed = secrets.randbits(63) if seed is None else seeds.check_seed(
       who, seed)
 

@@ -41,13 +41,16 @@ _ADAPT_RATE = 10.0
 
 def _check(bits, clip, clipped_target, who):
   if isinstance(bits, bool) or not isinstance(bits, int) or not 1 <= bits <= 16:
-    raise errors.InvalidValueError(f'{who}: bits must be an int in [1, 16], got {bits!r}.')
+    raise errors.InvalidValueError(
+        f'{who}: bits must be an int in [1, 16], got {bits!r}.')
   if not (isinstance(clip, (int, float)) and math.isfinite(clip) and clip > 0):
-    raise errors.InvalidValueError(f'{who}: clip must be a positive number, got {clip!r}.')
+    raise errors.InvalidValueError(
+        f'{who}: clip must be a positive number, got {clip!r}.')
   if not (isinstance(clipped_target, (int, float)) and
           0 < clipped_target < 1):
-    raise errors.InvalidValueError(f'{who}: clipped_target must be in (0, 1), got '
-                     f'{clipped_target!r}.')
+    raise errors.InvalidValueError(
+        f'{who}: clipped_target must be in (0, 1), got '
+        f'{clipped_target!r}.')
 
 
 def build_secure_mean_process(value_spec, bits=8, clip=0.1, rotate=True,

@@ -18,8 +18,9 @@ def _with_shape(value, spec, what):
     if isinstance(s, tf.TensorSpec):
       if not v.shape.is_compatible_with(s.shape):
         found = ft.describe(tf.TensorSpec(v.shape, v.dtype))
-        raise errors.FederatedError(f'{what} has a tensor {found}, but next '
-                                f'declares {ft.describe(spec)}.')
+        raise errors.FederatedError(
+            f'{what} has a tensor {found}, but next '
+            f'declares {ft.describe(spec)}.')
       if not v.shape.is_fully_defined():
         v = tf.ensure_shape(v, s.shape)
     leaves.append(v)
@@ -65,8 +66,9 @@ def emit(process, plan, name, description='', encoders=None):
     update = tuple(at_one_place(op, env) for op in plan.aggregations)
     if plan.secure:
       update = form_lib.ClientUpdate(
-          update, tuple(registry.of(op).at_one_place(op, [env[id(op.inputs[0])]])
-                        for op in plan.secure))  # The parameter is the server's.
+          update, tuple(  # Of the value only: the parameter is the server's.
+              registry.of(op).at_one_place(op, [env[id(op.inputs[0])]])
+              for op in plan.secure))
     client_state = None
     if has_client_state:
       client_state = _with_shape(

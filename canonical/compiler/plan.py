@@ -56,17 +56,22 @@ def partition(graph, has_client_state):
   for op in broadcasts:
     if not any(_same_value(op.inputs[0], v) for v in broadcast_values):
       broadcast_values.append(op.inputs[0])
-  aggs = [op for op in live if graph_walk.is_aggregation(op) and not graph_walk.is_secure(op)]
   secure = [op for op in live if graph_walk.is_secure(op)]
+  aggs = [op for op in live
+          if graph_walk.is_aggregation(op) and not graph_walk.is_secure(op)]
   server_roots, client_roots = graph_walk.result_roots(graph, has_client_state)
-  not_boundary = lambda ops: [op for op in ops if not graph_walk.is_boundary(op)]
-  prepare_ops = not_boundary(graph_walk.needed_ops(graph, broadcast_values, graph_walk.is_boundary))
-  work_ops = not_boundary(graph_walk.needed_ops(
-      graph, [v for op in aggs for v in op.inputs] +
-      [op.inputs[0] for op in secure] + client_roots, graph_walk.is_boundary))
-  parameter_ops = not_boundary(graph_walk.needed_ops(
-      graph, [v for op in secure for v in op.inputs[1:]], graph_walk.is_boundary))
-  update_ops = not_boundary(graph_walk.needed_ops(graph, server_roots, graph_walk.is_boundary))
+
+  def ops_computing(values):
+    """The ops between the boundaries that compute `values`."""
+    return [op for op in graph_walk.needed_ops(graph, values,
+                                               graph_walk.is_boundary)
+            if not graph_walk.is_boundary(op)]
+
+  prepare_ops = ops_computing(broadcast_values)
+  work_ops = ops_computing([v for op in aggs for v in op.inputs] +
+                           [op.inputs[0] for op in secure] + client_roots)
+  parameter_ops = ops_computing([v for op in secure for v in op.inputs[1:]])
+  update_ops = ops_computing(server_roots)
   for piece, ops, placement in (('prepare', prepare_ops, ft.SERVER),
                                 ('work', work_ops, ft.CLIENTS),
                                 ('secure_parameters', parameter_ops,
@@ -79,7 +84,8 @@ def partition(graph, has_client_state):
             f'would run in {piece}, at {placement}: a value crosses between '
             'server and clients only by federated_broadcast or an '
             'aggregation.')
-  client_state, client_outputs = graph_walk.client_results(graph, has_client_state)
+  client_state, client_outputs = graph_walk.client_results(graph,
+                                                           has_client_state)
   return Plan(graph, broadcasts, broadcast_values, aggs, secure,
               parameter_ops, prepare_ops, work_ops, update_ops, client_state,
               client_outputs)

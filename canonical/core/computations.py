@@ -144,7 +144,8 @@ def _refuse_variables(refusals, name, location):
 
   def creator(next_creator, **kwargs):
     del next_creator  # Never creates anything.
-    site = naming.location_of_tf_op(tf.raw_ops.NoOp())  # Its traceback: the line.
+    # A NoOp made here: its traceback holds the line that made the variable.
+    site = naming.location_of_tf_op(tf.raw_ops.NoOp())
     refusals.append(errors.FederatedError(
         f'tf_computation {name!r} defined at {location} is not pure: it '
         f'creates a variable ({kwargs.get("name") or "tf.Variable"})'
@@ -381,8 +382,8 @@ class FederatedComputation:
         if not isinstance(leaf, ir.Value):
           raise errors.FederatedError(
               f'{self.describe_for_error()} returned '
-              f'{naming.describe_object(leaf)}; it must return federated values '
-              '(use federated_value for constants).')
+              f'{naming.describe_object(leaf)}; it must return federated '
+              'values (use federated_value for constants).')
       self._graph = graph
     return self._graph
 

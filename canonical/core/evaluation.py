@@ -1,4 +1,4 @@
-"""Evaluating federated ops at one place: the semantics the emitted pieces trace.
+"""Evaluating federated ops at one place: what the emitted pieces trace.
 
 Inside a canonical-form piece every value lives at one place (the server, or
 one client), so an op is its intrinsic's `at_one_place` meaning applied to

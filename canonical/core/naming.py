@@ -16,15 +16,20 @@ import sysconfig
 import tensorflow as tf
 
 
+def dims(shape):
+  """'2,?' for a shape [2, None]; '...' for an unknown rank."""
+  if shape.rank is None:
+    return '...'
+  return ','.join('?' if d is None else str(d) for d in shape.as_list())
+
+
 def describe(member):
   """A short readable form of a member structure."""
 
   def leaf(spec):
     if isinstance(spec, tf.data.DatasetSpec):
       return f'Dataset<{describe(spec.element_spec)}>'
-    dims = ','.join('?' if d is None else str(d) for d in spec.shape.as_list()) \
-        if spec.shape.rank is not None else '...'
-    return f'{spec.dtype.name}[{dims}]'
+    return f'{spec.dtype.name}[{dims(spec.shape)}]'
 
   if isinstance(member, collections.abc.Mapping):
     return '<' + ', '.join(f'{k}={describe(member[k])}'
@@ -107,9 +112,7 @@ def describe_object(obj):
   if isinstance(obj, tf.data.Dataset):
     return f'a dataset {describe(tf.data.DatasetSpec.from_value(obj))}'
   if tf.is_tensor(obj):
-    dims = ','.join('?' if d is None else str(d) for d in obj.shape.as_list()) \
-        if obj.shape.rank is not None else '...'
-    return f'a tensor {obj.dtype.name}[{dims}]'
+    return f'a tensor {obj.dtype.name}[{dims(obj.shape)}]'
   text = repr(obj)
   if ' at 0x' in text or ' object at ' in text:
     return f'a {type(obj).__name__} object'

@@ -17,8 +17,9 @@ def plain(spec_structure):
 def check_value_spec(value_spec, who):
   for leaf in tf.nest.flatten(value_spec):
     if not isinstance(leaf, tf.TensorSpec) or not leaf.shape.is_fully_defined():
-      raise errors.InvalidTypeError(f'{who}: values must be a structure of fully defined '
-                      f'tf.TensorSpecs, found {leaf!r}.')
+      raise errors.InvalidTypeError(
+          f'{who}: values must be a structure of fully defined '
+          f'tf.TensorSpecs, found {leaf!r}.')
   return plain(value_spec)
 
 

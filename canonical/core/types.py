@@ -38,8 +38,9 @@ def check_member(member, where):
   """Raises unless `member` is a structure of TensorSpec / DatasetSpec leaves."""
   for leaf in tf.nest.flatten(member):
     if not isinstance(leaf, _LEAF_SPECS):
-      raise errors.InvalidTypeError(f'{where}: expected a structure of tf.TensorSpec or '
-                      f'tf.data.DatasetSpec, found {leaf!r}.')
+      raise errors.InvalidTypeError(
+          f'{where}: expected a structure of tf.TensorSpec or '
+          f'tf.data.DatasetSpec, found {leaf!r}.')
   return member
 
 

@@ -42,14 +42,16 @@ def run_round(form: form_lib.CanonicalForm, state, client_data: Sequence,
     client_states = list(client_states if client_states is not None else
                          [None] * len(client_data))
     if len(client_states) != len(client_data):
-      raise errors.InvalidValueError('run_round: a form with client state needs one client '
-                       f'state per client: {len(client_data)} clients, '
-                       f'{len(client_states)} states.')
+      raise errors.InvalidValueError(
+          'run_round: a form with client state needs one client '
+          f'state per client: {len(client_data)} clients, '
+          f'{len(client_states)} states.')
     client_states = [form.client_state_init() if s is None else s
                      for s in client_states]
   elif client_states is not None:
-    raise errors.InvalidValueError(f'run_round: form {form.name!r} keeps no client state, '
-                     'but client_states were given.')
+    raise errors.InvalidValueError(
+        f'run_round: form {form.name!r} keeps no client state, '
+        'but client_states were given.')
   broadcast = form.prepare(state)
   updates, secure, new_client_states, client_outputs = [], [], [], []
   for i, data in enumerate(client_data):

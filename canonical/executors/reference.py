@@ -21,19 +21,22 @@ from canonical import errors
 def run(computation, *args):
   """Runs a `FederatedComputation`; CLIENTS arguments are lists, one per client."""
   if not isinstance(computation, computations.FederatedComputation):
-    raise errors.InvalidTypeError(f'reference.run expects a federated_computation, got '
-                    f'{naming.describe_object(computation)}.')
+    raise errors.InvalidTypeError(
+        f'reference.run expects a federated_computation, got '
+        f'{naming.describe_object(computation)}.')
   graph = computation.trace()
   if len(args) != len(graph.parameters):
-    raise errors.FederatedError(f'{computation.name!r} takes '
-                            f'{len(graph.parameters)} arguments, got {len(args)}.')
+    raise errors.FederatedError(
+        f'{computation.name!r} takes '
+        f'{len(graph.parameters)} arguments, got {len(args)}.')
   num_clients = None
   for number, (param, arg) in enumerate(zip(graph.parameters, args)):
     if param.placement == ft.CLIENTS:
       if num_clients not in (None, len(arg)):
-        raise errors.FederatedError('CLIENTS arguments must have one entry per '
-                                f'client: got lengths {num_clients} and '
-                                f'{len(arg)}.')
+        raise errors.FederatedError(
+            'CLIENTS arguments must have one entry per '
+            f'client: got lengths {num_clients} and '
+            f'{len(arg)}.')
       num_clients = len(arg)
     _check_datasets(computation, number, param, arg)
   env = {id(p): a for p, a in zip(graph.parameters, args)}
@@ -75,8 +78,9 @@ def run_round(process, state, client_data, client_states=None):
     client_states = list(client_states if client_states is not None else
                          [None] * len(client_data))
     if len(client_states) != len(client_data):
-      raise errors.InvalidValueError(f'reference.run_round: {len(client_data)} clients but '
-                       f'{len(client_states)} client states.')
+      raise errors.InvalidValueError(
+          f'reference.run_round: {len(client_data)} clients but '
+          f'{len(client_states)} client states.')
     args.append([
         process.client_state_initializer.invoke() if s is None else s
         for s in client_states])

@@ -58,9 +58,7 @@ class BeamStore(filestore.FileStore):
     except StorageError:
       raise
     except Exception as e:  # pylint: disable=broad-except
-      if errors.error_code(e) in ('NoSuchKey', '404'):
-        raise NotFound(f'No such file: {path!r}') from None
-      raise errors.remote_error('read', path, e) from None
+      raise errors.read_error(path, e) from None
 
   def write_bytes(self, path, data, sync=False):
     del sync  # An object appears whole when its upload completes.

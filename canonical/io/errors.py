@@ -45,6 +45,13 @@ _REMOTE_HINTS = {
 }
 
 
+def read_error(path, error):
+  """The error a remote read raised, as NotFound or a one-line StorageError."""
+  if error_code(error) in ('NoSuchKey', '404'):
+    return NotFound(f'No such file: {path!r}')
+  return remote_error('read', path, error)
+
+
 def remote_error(action, path, error, what=None):
   """A one-line StorageError for a remote client's exception: what was being
   done to which path, and the likely cause in the user's terms."""

@@ -12,7 +12,6 @@ import time
 
 from canonical.io import errors
 from canonical.io.errors import AlreadyExists
-from canonical.io.errors import NotFound
 from canonical.io.errors import StorageError
 from canonical.io import filestore
 
@@ -47,9 +46,7 @@ class S3Store(filestore.FileStore):
     try:
       return self._s3().get_object(Bucket=bucket, Key=key)['Body'].read()
     except Exception as e:  # pylint: disable=broad-except
-      if errors.error_code(e) in ('NoSuchKey', '404'):
-        raise NotFound(f'No such file: {path!r}') from None
-      raise errors.remote_error('read', path, e) from None
+      raise errors.read_error(path, e) from None
 
   def write_bytes(self, path, data, sync=False):
     del sync  # An object appears whole when its upload completes.

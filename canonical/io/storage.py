@@ -79,12 +79,11 @@ class Storage:
 
   def delete(self, files) -> None:
     """Deletes files; missing ones are fine."""
-    by_store = {}
+    by_scheme = {}
     for path in map(str, files):
-      by_store.setdefault(id(self.store(path)), (self.store(path), []))[
-          1].append(path)
-    for store, group in by_store.values():
-      store.delete(group)
+      by_scheme.setdefault(paths.scheme(path), []).append(path)
+    for group in by_scheme.values():
+      self.store(group[0]).delete(group)
 
   def delete_tree(self, directory) -> None:
     """Deletes a directory and everything below it; missing is fine."""

@@ -35,7 +35,8 @@ def client_update(functional_model, client_optimizer, weights, dataset,
   statistics, dropout seeds) stay on the client.
   """
   if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1:
-    raise errors.InvalidValueError(f'epochs must be a positive Python int, got {epochs!r}.')
+    raise errors.InvalidValueError(
+        f'epochs must be a positive Python int, got {epochs!r}.')
   weights = _as_tensors(weights)
   initial_state = (weights.trainable, weights.non_trainable,
                    client_optimizer.init(weights.trainable),

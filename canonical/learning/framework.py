@@ -15,7 +15,8 @@ def _trainable(model_fn, who):
 
 
 def build_encoded_broadcast_process_from_model(model_fn, encoder_fn):
-  """`build_encoded_broadcast_process` for the model's weights (trainable and not)."""
+  """`build_encoded_broadcast_process` for the model's weights (trainable and
+  not)."""
   model = model_fns.functional_model_of(
       model_fn, 'build_encoded_broadcast_process_from_model')
   return aggregators.build_encoded_broadcast_process(model.weights_spec,
@@ -24,7 +25,8 @@ def build_encoded_broadcast_process_from_model(model_fn, encoder_fn):
 
 def build_encoded_mean_process_from_model(model_fn, encoder_fn,
                                           error_feedback=False):
-  """`build_encoded_mean_process` for the model's trainable weights (its deltas)."""
+  """`build_encoded_mean_process` for the model's trainable weights (its
+  deltas)."""
   return aggregators.build_encoded_mean_process(
       _trainable(model_fn, 'build_encoded_mean_process_from_model'),
       encoder_fn, error_feedback=error_feedback)

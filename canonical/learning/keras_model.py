@@ -23,14 +23,16 @@ def from_keras_model(keras_model, input_spec, loss, metrics=None):
   """
   if isinstance(input_spec, collections.abc.Mapping):
     if set(input_spec) != {'x', 'y'}:
-      raise errors.InvalidValueError(f'from_keras_model: input_spec must have keys x and y, '
-                       f'got {sorted(input_spec)}.')
+      raise errors.InvalidValueError(
+          f'from_keras_model: input_spec must have keys x and y, '
+          f'got {sorted(input_spec)}.')
     x_spec = input_spec['x']
   elif isinstance(input_spec, (tuple, list)) and len(input_spec) == 2:
     x_spec = input_spec[0]
   else:
-    raise errors.InvalidValueError('from_keras_model: input_spec must be a dict with x and '
-                     f'y, or an (x, y) pair, got {input_spec!r}.')
+    raise errors.InvalidValueError(
+        'from_keras_model: input_spec must be a dict with x and '
+        f'y, or an (x, y) pair, got {input_spec!r}.')
   model = model_lib.FunctionalModel(
       keras_model, losses.from_keras_loss(loss),
       [losses.from_keras_metric(m) for m in metrics or ()],
@@ -38,6 +40,7 @@ def from_keras_model(keras_model, input_spec, loss, metrics=None):
           lambda s: tf.TensorSpec(s.shape, s.dtype), input_spec))
   if not tf.TensorShape(x_spec.shape).is_compatible_with(
       model.input_spec.shape):
-    raise errors.InvalidValueError(f'from_keras_model: input_spec x is {x_spec}, but the '
-                     f'model takes {model.input_spec}.')
+    raise errors.InvalidValueError(
+        f'from_keras_model: input_spec x is {x_spec}, but the '
+        f'model takes {model.input_spec}.')
   return model

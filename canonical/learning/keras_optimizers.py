@@ -48,12 +48,14 @@ def from_keras(optimizer, who='optimizer'):
   build, keys, refused = _TRANSLATIONS[name]
   config = optimizer.get_config()
   if isinstance(config.get('learning_rate'), dict):
-    raise errors.InvalidValueError(f'{who}: Keras {name} with a learning-rate schedule '
-                     f'({config["learning_rate"].get("class_name", "?")}) '
-                     'cannot run in a pure piece; pass a constant rate.')
+    raise errors.InvalidValueError(
+        f'{who}: Keras {name} with a learning-rate schedule '
+        f'({config["learning_rate"].get("class_name", "?")}) '
+        'cannot run in a pure piece; pass a constant rate.')
   for setting, allowed in dict(_OFF, **refused).items():
     if config.get(setting, allowed) != allowed:
-      raise errors.InvalidValueError(f'{who}: Keras {name} with {setting}='
-                       f'{config[setting]!r} has no pure counterpart here; '
-                       f'leave {setting} at {allowed!r}.')
+      raise errors.InvalidValueError(
+          f'{who}: Keras {name} with {setting}='
+          f'{config[setting]!r} has no pure counterpart here; '
+          f'leave {setting} at {allowed!r}.')
   return build(**{key: config[key] for key in keys})

@@ -97,15 +97,17 @@ def from_keras_loss(loss):
   config = loss.get_config() if hasattr(loss, 'get_config') else {}
   if name == 'SparseCategoricalCrossentropy':
     if config.get('ignore_class') is not None:
-      raise errors.InvalidValueError('Keras SparseCategoricalCrossentropy with ignore_class '
-                       'has no pure counterpart here.')
+      raise errors.InvalidValueError(
+          'Keras SparseCategoricalCrossentropy with ignore_class '
+          'has no pure counterpart here.')
     return LOSSES['sparse_categorical_crossentropy' if config.get(
         'from_logits') else 'sparse_categorical_crossentropy_of_probabilities']
   if name == 'MeanSquaredError':
     return LOSSES['mean_squared_error']
-  raise errors.InvalidValueError(f'Keras loss {name} has no pure counterpart here; use '
-                   'SparseCategoricalCrossentropy or MeanSquaredError, or a '
-                   f'name in {sorted(LOSSES)}.')
+  raise errors.InvalidValueError(
+      f'Keras loss {name} has no pure counterpart here; use '
+      'SparseCategoricalCrossentropy or MeanSquaredError, or a '
+      f'name in {sorted(LOSSES)}.')
 
 
 def from_keras_metric(metric):
@@ -115,8 +117,9 @@ def from_keras_metric(metric):
   name = type(metric).__name__
   if name == 'SparseCategoricalAccuracy':
     return METRICS['sparse_categorical_accuracy']
-  raise errors.InvalidValueError(f'Keras metric {name} has no pure counterpart here; use '
-                   f'SparseCategoricalAccuracy or a name in {sorted(METRICS)}.')
+  raise errors.InvalidValueError(
+      f'Keras metric {name} has no pure counterpart here; use '
+      f'SparseCategoricalAccuracy or a name in {sorted(METRICS)}.')
 
 
 def get_loss(name):
@@ -124,7 +127,8 @@ def get_loss(name):
   if isinstance(name, Loss):
     return name
   if name not in LOSSES:
-    raise errors.InvalidValueError(f'Unknown loss {name!r}; known losses: {sorted(LOSSES)}.')
+    raise errors.InvalidValueError(
+        f'Unknown loss {name!r}; known losses: {sorted(LOSSES)}.')
   return LOSSES[name]
 
 

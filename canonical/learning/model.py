@@ -96,7 +96,8 @@ def _build(model_fn, seed):
   with _keras_seed(seed):
     model = model_fn()
   if not isinstance(model, keras.Model):
-    raise errors.InvalidTypeError(f'model_fn must return a keras.Model, got {type(model)}.')
+    raise errors.InvalidTypeError(
+        f'model_fn must return a keras.Model, got {type(model)}.')
   if not model.built or not model.weights:
     raise errors.InvalidValueError(
         'model_fn must return a built model with weights: give it an explicit '

@@ -19,8 +19,9 @@ def functional_model_of(model_fn, who):
   if isinstance(model_fn, model_lib.FunctionalModel):
     return model_fn
   if not callable(model_fn):
-    raise errors.InvalidTypeError(f'{who}: model_fn must be a no-argument function returning '
-                    f'a canonical.learning.FunctionalModel, got {model_fn!r}.')
+    raise errors.InvalidTypeError(
+        f'{who}: model_fn must be a no-argument function returning '
+        f'a canonical.learning.FunctionalModel, got {model_fn!r}.')
   model = model_fn()
   if isinstance(model, model_lib.FunctionalModel):
     return model

@@ -204,7 +204,8 @@ def _check_non_negative(name, value):
 
 def _check_positive(optimizer, name, value):
   if not value > 0:
-    raise errors.InvalidValueError(f'{optimizer}: {name} must be positive, got {value}.')
+    raise errors.InvalidValueError(
+        f'{optimizer}: {name} must be positive, got {value}.')
 
 
 def _check_fraction(name, value):

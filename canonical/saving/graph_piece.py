@@ -93,8 +93,9 @@ class GraphPiece(form_lib.Piece):
       values = nest.flatten_up_to(tuple(self.input_specs), args,
                                   check_types=False)
     except (TypeError, ValueError) as e:
-      raise errors.InvalidTypeError(f'Piece {self.name!r} {self.input_signature()} was '
-                      f'called with arguments that do not fit: {e}') from e
+      raise errors.InvalidTypeError(
+          f'Piece {self.name!r} {self.input_signature()} was '
+          f'called with arguments that do not fit: {e}') from e
     flat = [self._feed(spec, value) for spec, value in zip(
         structure_coding.flat_specs(self.input_specs), values)]
     outputs = self._concrete(*flat)

@@ -40,7 +40,8 @@ def from_text(text):
   if text is None or text == AUTO:
     return text
   if not (text.isdigit() and int(text) >= 2 and int(text) % 2 == 0):
-    raise errors.InvalidValueError(f'{text!r} is not auto or an even number >= 2')
+    raise errors.InvalidValueError(
+        f'{text!r} is not auto or an even number >= 2')
   return int(text)
 
 

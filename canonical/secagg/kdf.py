@@ -34,7 +34,8 @@ def encode_label(*parts):
     elif isinstance(part, int):
       tag, data = b'i', str(part).encode('ascii')
     else:
-      raise errors.InvalidTypeError(f'label part {part!r}: expected str, bytes or int')
+      raise errors.InvalidTypeError(
+          f'label part {part!r}: expected str, bytes or int')
     out.append(tag + struct.pack('>I', len(data)) + data)
   return b''.join(out)
 
@@ -46,7 +47,8 @@ def derive_key(secret, *label_parts):
   session keys (crypto_kx). One C call: HKDF's two HMACs cost 7x more, and a
   round derives ~90 keys per client."""
   if len(secret) > hashlib.blake2b.MAX_KEY_SIZE:
-    raise errors.InvalidValueError(f'a {len(secret)}-byte secret: keys derive from at most '
-                     f'{hashlib.blake2b.MAX_KEY_SIZE} bytes')
+    raise errors.InvalidValueError(
+        f'a {len(secret)}-byte secret: keys derive from at most '
+        f'{hashlib.blake2b.MAX_KEY_SIZE} bytes')
   return hashlib.blake2b(encode_label(*label_parts), key=secret,
                          digest_size=KEY_BYTES).digest()

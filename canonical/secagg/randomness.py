@@ -36,7 +36,8 @@ class SeededRandom:
 
   def __init__(self, seed, label=()):
     if isinstance(seed, bool) or not isinstance(seed, (int, bytes, str)):
-      raise errors.InvalidTypeError(f'seed {seed!r}: expected an int, bytes or str')
+      raise errors.InvalidTypeError(
+          f'seed {seed!r}: expected an int, bytes or str')
     self._seed = seed
     self._label = tuple(label)
     # Hashed: a seed of any length keys the derivation.

@@ -44,7 +44,8 @@ def random_polynomial(secret, threshold, rng, prime=PRIME):
   if isinstance(threshold, bool) or not isinstance(threshold, int):
     raise errors.InvalidTypeError(f'threshold {threshold!r} is not an int')
   if threshold < 1:
-    raise errors.InvalidValueError(f'threshold {threshold} is out of range: it must be >= 1')
+    raise errors.InvalidValueError(
+        f'threshold {threshold} is out of range: it must be >= 1')
   if not 0 <= secret < prime:
     raise errors.InvalidValueError('secret is not an element of the field')
   return [secret] + [
@@ -98,4 +99,5 @@ def _check_points(xs, prime):
     raise errors.InvalidValueError(f'share points {list(xs)} are not distinct')
   for x in xs:
     if isinstance(x, bool) or not isinstance(x, int) or not 0 < x < prime:
-      raise errors.InvalidValueError(f'share point {x!r} is not a nonzero field element')
+      raise errors.InvalidValueError(
+          f'share point {x!r} is not a nonzero field element')

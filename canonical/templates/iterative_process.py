@@ -10,6 +10,9 @@ from canonical.core import naming
 from canonical.core import types as ft
 from canonical import errors
 
+# A tf_computation, or a federated_computation (initialize may be either).
+Computation = computations.TFComputation | computations.FederatedComputation
+
 
 class IterativeProcess:
   """`initialize() -> server state`; `next(state, data[, client_state])`.
@@ -28,28 +31,15 @@ class IterativeProcess:
   travels (tensor name -> description), for the form's summary.
   """
 
-  def __init__(self,
-               initialize: 'computations.TFComputation | computations.FederatedComputation',
-               next: computations.FederatedComputation,  # pylint: disable=redefined-builtin
-               client_state_initializer: computations.TFComputation | None = None,
-               encoders: dict | None = None):
+  def __init__(
+      self, initialize: Computation,
+      next: computations.FederatedComputation,  # pylint: disable=redefined-builtin
+      client_state_initializer: computations.TFComputation | None = None,
+      encoders: dict | None = None):
     location = naming.user_location()
     self.location = location
-    self.initialize_graph = None
-    if isinstance(initialize, computations.FederatedComputation):
-      initialize, self.initialize_graph = initialize_at_server(
-          initialize, location)
-    elif not isinstance(initialize, computations.TFComputation) or (
-        initialize.parameter_specs):
-      raise errors.FederatedError(
-          f'IterativeProcess at {location}: initialize must be a '
-          'tf_computation with no argument, or a federated_computation with '
-          'no parameter returning a SERVER value (the server state), got '
-          f'{naming.describe_object(initialize)}.')
-    if not isinstance(next, computations.FederatedComputation):
-      raise errors.FederatedError(
-          f'IterativeProcess at {location}: next must be a '
-          f'federated_computation, got {naming.describe_object(next)}.')
+    initialize, self.initialize_graph = initialize_and_next(
+        initialize, next, f'IterativeProcess at {location}', location)
     self.initialize = initialize
     self.next = next
     self.client_state_initializer = client_state_initializer
@@ -80,8 +70,9 @@ class IterativeProcess:
               if self.has_client_state else
               ' (server state, client data); pass client_state_initializer to '
               'keep state at clients')
-      raise errors.FederatedError(f'{where} must take {expected} parameters'
-                              f'{hint}, it takes {len(params)}.')
+      raise errors.FederatedError(
+          f'{where} must take {expected} parameters'
+          f'{hint}, it takes {len(params)}.')
     state_type, data_type = params[0], params[1]
     if state_type.placement != ft.SERVER or not ft.same_member(
         state_type.member, self.state_spec):
@@ -89,8 +80,9 @@ class IterativeProcess:
           f'{where}: its first parameter is {state_type}, but initialize '
           f'returns {ft.describe(self.state_spec)}@SERVER.')
     if data_type.placement != ft.CLIENTS:
-      raise errors.FederatedError(f'{where}: client data must be placed at '
-                              f'CLIENTS, got {data_type}.')
+      raise errors.FederatedError(
+          f'{where}: client data must be placed at '
+          f'CLIENTS, got {data_type}.')
     if self.has_client_state:
       init = self.client_state_initializer
       if not isinstance(init, computations.TFComputation) or (
@@ -165,6 +157,26 @@ def _check_client_outputs(where, outputs):
           f'{where} returns {leaf!r} as per-client outputs'
           f'{_producer_hint(leaf)}; only tensors leave a client, not '
           'datasets.')
+
+
+def initialize_and_next(initialize, next, where, location):  # pylint: disable=redefined-builtin
+  """`(initialize as a tf_computation, its federated trace or None)`, once
+  `initialize` and `next` are checked to be what a process takes (`where`
+  names the process in errors)."""
+  graph = None
+  if isinstance(initialize, computations.FederatedComputation):
+    initialize, graph = initialize_at_server(initialize, location)
+  elif not isinstance(initialize, computations.TFComputation) or (
+      initialize.parameter_specs):
+    raise errors.FederatedError(
+        f'{where}: initialize must be a tf_computation with no argument, or '
+        'a federated_computation with no parameter returning a SERVER value '
+        f'(the server state), got {naming.describe_object(initialize)}.')
+  if not isinstance(next, computations.FederatedComputation):
+    raise errors.FederatedError(
+        f'{where}: next must be a federated_computation, got '
+        f'{naming.describe_object(next)}.')
+  return initialize, graph
 
 
 def initialize_at_server(computation, location):

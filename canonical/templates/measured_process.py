@@ -6,9 +6,7 @@ it while tracing another federated computation inlines it: that is how federated
 averaging composes an encoded broadcast and an encoded mean into its round.
 """
 
-from canonical.core import computations
 from canonical.core import naming
-from canonical import errors
 from canonical.templates import iterative_process as process_lib
 
 
@@ -27,19 +25,8 @@ class MeasuredProcess:
 
   def __init__(self, initialize, next, value_spec, encoders=(),  # pylint: disable=redefined-builtin
                client_state_initializer=None, name='process'):
-    if isinstance(initialize, computations.FederatedComputation):
-      initialize, _ = process_lib.initialize_at_server(
-          initialize, naming.user_location())
-    elif not isinstance(initialize, computations.TFComputation) or (
-        initialize.parameter_specs):
-      raise errors.FederatedError(
-          f'{name}: initialize must be a tf_computation with no argument, or '
-          'a federated_computation with no parameter returning a SERVER '
-          f'value, got {naming.describe_object(initialize)}.')
-    if not isinstance(next, computations.FederatedComputation):
-      raise errors.FederatedError(
-          f'{name}: next must be a federated_computation, got '
-          f'{naming.describe_object(next)}.')
+    initialize, _ = process_lib.initialize_and_next(
+        initialize, next, name, naming.user_location())
     self.initialize = initialize
     self.next = next
     self.value_spec = value_spec

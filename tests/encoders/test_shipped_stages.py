@@ -7,7 +7,7 @@ from encoders import testing
 
 # (stage factory, harness claims). The bitpacking stages take quantization
 # levels, not arbitrary floats, so the float harness does not apply; their
-# exactness is tested in test_stages_quantization.py and test_float_levels.py.
+# exactness is tested in test_stages_quantization.py.
 SHIPPED = {
     'identity': (stages.IdentityEncodingStage, dict(lossless=True)),
     'flatten': (stages.FlattenEncodingStage, dict(lossless=True)),

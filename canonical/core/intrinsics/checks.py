@@ -78,7 +78,8 @@ def client_tensors(name, value):
 
 
 def built_in_reduction(name, value, what, dtype_ok):
-  """A CLIENTS value a built-in reduction folds: known shapes, fitting dtypes."""
+  """A CLIENTS value a built-in reduction folds: known shapes, fitting
+  dtypes."""
   client_tensors(name, value)
   for leaf in tf.nest.flatten(value.member):
     if not dtype_ok(leaf.dtype):

@@ -6,28 +6,31 @@ the op's name (`of(op)`) instead of matching names. Adding an intrinsic is one
 module that makes an `Intrinsic` and `register`s it, and one import line in
 `canonical/core/intrinsics/__init__.py`.
 
-| rule           | what it says                                                    |
-| function       | what the user calls, with TFF's name and signature             |
-| type_rule      | `(*inputs, **attrs) -> result type`, or a FederatedError       |
-| placement      | where the result is (`Placement`), checked at every `bind`     |
-| role           | how the result is computed in a round (`Role`): whether it    |
-|                | aggregates, and whether securely                                |
-| at_one_place   | `(op, args) -> value` at one place, inside a piece (below)     |
-| lowering       | how the compiler builds it into the pieces (below)             |
-| reference      | `(op, inputs, num_clients) -> result` by its plain meaning,    |
-|                | a CLIENTS value being a list with one entry per client         |
+| rule          | what it says                                             |
+| function      | what the user calls, with TFF's name and signature      |
+| type_rule     | `(*inputs, **attrs) -> result type`, or FederatedError   |
+| placement     | where the result is (`Placement`), checked at `bind`     |
+| role          | how the result is made in a round (`Role`): whether it   |
+|               | aggregates, and whether securely                         |
+| at_one_place  | `(op, args) -> value` at one place, in a piece (below)   |
+| lowering      | how the compiler builds it into the pieces (below)       |
+| reference     | `(op, inputs, num_clients) -> result` by its plain       |
+|               | meaning, a CLIENTS value being a list, one per client    |
 
 By role:
 
-| role               | at_one_place                     | lowering                           |
-| LOCAL              | the value, where its inputs are  | evaluated by at_one_place in       |
-|                    |                                  | prepare, work or update            |
-| BROADCAST          | a client's value from C          | one entry of C (made in prepare)   |
-| AGGREGATION        | a client's part of U             | `(op, value_spec) -> Aggregation`: |
-|                    |                                  | zero, accumulate, merge, report    |
-| SECURE_AGGREGATION | a client's part of U's secure    | `(op) -> SecureLowering`: its      |
-|                    | part, from its value alone (the  | entry in the form, its parameters  |
-|                    | parameter is the server's)       |                                    |
+| role        | at_one_place                 | lowering                     |
+| LOCAL       | the value, where its inputs  | none: at_one_place runs in   |
+|             | are                          | prepare, work or update      |
+| BROADCAST   | a client's value from C      | none: one entry of C, made   |
+|             |                              | in prepare                   |
+| AGGREGATION | a client's part of U         | `(op, value_spec) ->         |
+|             |                              | Aggregation`: zero,          |
+|             |                              | accumulate, merge, report    |
+| SECURE_     | a client's part of U's       | `(op) -> SecureLowering`:    |
+| AGGREGATION | secure part, from its value  | its entry in the form, its   |
+|             | (the parameter is the        | parameters                   |
+|             | server's)                    |                              |
 """
 
 import dataclasses
@@ -129,10 +132,12 @@ _REGISTRY = {}
 def register(intrinsic):
   """Adds `intrinsic` to the registry (its name must be new); returns it."""
   if intrinsic.name in _REGISTRY:
-    raise errors.InvalidValueError(f'intrinsic {intrinsic.name!r} is registered already.')
+    raise errors.InvalidValueError(
+        f'intrinsic {intrinsic.name!r} is registered already.')
   if intrinsic.aggregates != (intrinsic.lowering is not None):
-    raise errors.InvalidValueError(f'intrinsic {intrinsic.name!r}: a lowering goes with '
-                     'the aggregating roles, and only with them.')
+    raise errors.InvalidValueError(
+        f'intrinsic {intrinsic.name!r}: a lowering goes with '
+        'the aggregating roles, and only with them.')
   _REGISTRY[intrinsic.name] = intrinsic
   return intrinsic
 

@@ -97,8 +97,9 @@ def build_federated_averaging_process(
                                         f'{who}: server_optimizer_fn')
   if isinstance(client_epochs, bool) or not isinstance(
       client_epochs, int) or client_epochs < 1:
-    raise errors.InvalidValueError(f'{who}: client_epochs must be a positive int, got '
-                     f'{client_epochs!r}.')
+    raise errors.InvalidValueError(
+        f'{who}: client_epochs must be a positive int, got '
+        f'{client_epochs!r}.')
   weights_spec = specs.plain(model.weights_spec)
   if broadcast_process is None:
     broadcast_process = broadcast.build_broadcast_process(weights_spec)
@@ -111,8 +112,9 @@ def build_federated_averaging_process(
                  'aggregation_process', 'build_encoded_mean_process_from_model',
                  'trainable weights')
   if broadcast_process.has_client_state:
-    raise errors.FederatedError(f'{who}: the broadcast process keeps client '
-                            'state; only the aggregation process may.')
+    raise errors.FederatedError(
+        f'{who}: the broadcast process keeps client '
+        'state; only the aggregation process may.')
   error_feedback = aggregation_process.has_client_state
 
   initial_weights = model.initial_weights()

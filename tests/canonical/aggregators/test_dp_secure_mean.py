@@ -1,4 +1,5 @@
-"""DP-FedAvg through secure aggregation (`aggregators.build_dp_secure_mean_process`):
+"""DP-FedAvg through secure aggregation
+(`aggregators.build_dp_secure_mean_process`):
 clipped, rotated, conditionally rounded levels summed under masks, noise
 once on the decoded sum; every client's contribution stays within Delta."""
 
