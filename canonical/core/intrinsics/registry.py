@@ -160,11 +160,6 @@ def registered():
   return dict(_REGISTRY)
 
 
-def names_with(role):
-  """The names of the intrinsics of `role`, in registration order."""
-  return tuple(n for n, i in _REGISTRY.items() if i.role is role)
-
-
 def fail(name, message):
   """A FederatedError for a misuse of intrinsic `name`, at the user's line."""
   raise FederatedError(f'{name} at {naming.user_location()}: {message}')
