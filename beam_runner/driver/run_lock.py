@@ -30,6 +30,9 @@ class RunLocked(run_dir.RunDirError):
   """Another driver holds the run directory, or took it over from this one."""
 
 
+_UNREADABLE_RETRIES = 5
+
+
 class RunLock:
   """The lease of one driver on one run directory (a context manager)."""
 
@@ -47,13 +50,19 @@ class RunLock:
         'expires': time.time() + LEASE_SECONDS}).encode()
 
   def _held(self):
-    """The current lock record, or None if there is none."""
-    try:
-      return json.loads(self.storage.read_bytes(self.path))
-    except storage_lib.NotFound:
-      return None
-    except ValueError:
-      return {}  # Unreadable: a writer died mid-write? Treated as expired.
+    """The current lock record, or None if there is none.
+
+    A record that does not parse may be one another writer is writing
+    now: read again a few times before treating it as expired."""
+    for attempt in range(_UNREADABLE_RETRIES):
+      try:
+        return json.loads(self.storage.read_bytes(self.path))
+      except storage_lib.NotFound:
+        return None
+      except ValueError:
+        if attempt + 1 < _UNREADABLE_RETRIES:
+          time.sleep(0.05)
+    return {}  # Still unreadable: a writer died mid-write.
 
   def acquire(self):
     for _ in range(3):

@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -235,6 +236,24 @@ def test_a_run_whose_lease_was_taken_over_stops_before_committing(
   assert beam_runner.RunDir(out).committed_rounds() == [0, 1]
   # The usurper's lock is its own: left alone.
   assert json.loads((out / 'lock.json').read_text())['owner'] == 'usurper'
+
+
+def test_a_lock_record_caught_mid_write_is_read_again_not_taken_as_lost(
+    tmp_path):
+  lock = run_lock.RunLock(str(tmp_path))
+  lock.acquire()
+  try:
+    whole = (tmp_path / 'lock.json').read_bytes()
+    reads = [b'', whole[:7], whole]  # Another writer's truncate, then write.
+    lock.storage = mock.Mock(wraps=lock.storage)
+    lock.storage.read_bytes.side_effect = lambda path: reads.pop(0)
+    lock.check()  # Not lost: the third read is the whole record.
+    reads.extend([b'{"own'] * 10)  # Never whole: its writer died mid-write.
+    with pytest.raises(beam_runner.RunLocked, match='lost'):
+      lock.check()
+  finally:
+    lock.storage = storage.default()
+    lock.release()
 
 
 # ---------------------------------------------------------------------------
