@@ -4,7 +4,8 @@
 (`templates`), the compiler (`compiler`) to `CanonicalForm` (`form`), the
 executors (`executors`), forms on disk (`saving`), storage (`io`), secure
 aggregation (`secagg`), and, on first use, `learning`, `aggregators`,
-`privacy`, `simulation` and `backends`. Every error it raises is an `Error`.
+`privacy`, `program`, `simulation`, `backends`, and TFF 0.87's
+`tensorflow` and `types`. Every error it raises is an `Error`.
 """
 
 from canonical import _moved
@@ -32,6 +33,7 @@ from canonical.core.intrinsics import sequence_sum
 from canonical.core.types import CLIENTS
 from canonical.core.types import clients
 from canonical.core.types import FederatedType
+from canonical.core.types import FunctionType
 from canonical.core.types import SequenceType
 from canonical.core.types import SERVER
 from canonical.core.types import server
@@ -59,8 +61,8 @@ _context.set_executor(reference.run)
 
 # Subpackages imported on first use: they bring Keras or dp-accounting, which
 # the language alone does not need.
-_ON_FIRST_USE = ('aggregators', 'backends', 'learning', 'privacy',
-                 'simulation')
+_ON_FIRST_USE = ('aggregators', 'backends', 'learning', 'privacy', 'program',
+                 'simulation', 'tensorflow', 'types')
 
 
 def __getattr__(name):

@@ -80,7 +80,6 @@ CANONICAL = {
     'canonical.ir': ['canonical.core.ir', 'canonical.core.naming',
                      'canonical.errors'],
     'canonical.sequences': ['canonical.core.intrinsics.sequences'],
-    'canonical.types': ['canonical.core.types'],
     'canonical.process': ['canonical.templates.iterative_process'],
     'canonical.reference': ['canonical.executors.reference'],
     'canonical.local_runner': ['canonical.executors.local'],

@@ -258,17 +258,17 @@ class TFComputation:
     return tuple(self._parameter_specs)
 
   def __call__(self, *args):
-    if any(isinstance(a, ir.Value) for a in tf.nest.flatten(args)):
-      raise errors.FederatedError(
-          f'tf_computation {self.name!r} was called on a federated value at '
-          f'{naming.user_location()}; apply it with federated_map(computation, '
-          'value) instead.')
+    _refuse_federated_arguments(self.name, args)
     if ir._TRACE.stack and tf.executing_eagerly():  # pylint: disable=protected-access
       # Called in a federated computation's body: an unplaced value, which
       # federated_value places (TFF's `federated_value(init(), SERVER)`).
       location = naming.user_location()
       return ir.Unplaced(self._bound(args, location), location)
-    return self._fn(*args)
+    if not tf.executing_eagerly():
+      return self._fn(*args)  # Inside a tf.function: the plain function.
+    # From Python: the traced computation, on its declared types, giving
+    # numpy values back as TFF 0.87 does.
+    return context.as_numpy(self.invoke(*args))
 
   def _bound(self, args, location):
     """A no-argument computation calling this one on constant `args`."""
@@ -301,6 +301,14 @@ class TFComputation:
 
     return TFComputation(call, (), name=self.name, location=location)
 
+  @property
+  def type_signature(self):
+    """TFF's `FunctionType`: `(float32 -> <float32,int32>)`."""
+    return ft.FunctionType(
+        ft.parameter_of(self._parameter_specs,
+                        _parameter_names(self._fn, len(self._parameter_specs))),
+        self.result_spec)
+
   def describe_for_error(self):
     return f'tf_computation {self.name!r} defined at {self.location}'
 
@@ -309,13 +317,109 @@ class TFComputation:
     return f'<tf_computation {self.name}({params})>'
 
 
+class PolymorphicComputation:
+  """A tf_computation written without parameter types (TFF's untyped
+  `tensorflow.computation`): each argument type it is used with makes one
+  typed `TFComputation`, traced once, as TFF types it at its first call."""
+
+  def __init__(self, fn, location):
+    self._fn = fn
+    self.name = getattr(fn, '__name__', 'tf_computation')
+    self.location = location
+    self._typed = {}
+    self.arity = _positional_arity(fn)
+
+  @property
+  def python_function(self):
+    return self._fn
+
+  def for_specs(self, specs):
+    """The typed computation taking `specs`, one per parameter (cached)."""
+    key = repr(specs)
+    if key not in self._typed:
+      self._typed[key] = TFComputation(self._fn, specs, name=self.name,
+                                       location=self.location)
+    return self._typed[key]
+
+  def for_member(self, member):
+    """The typed computation taking one argument of type `member`, spread
+    over the parameters when there are several (TFF's struct argument)."""
+    if self.arity == 1:
+      return self.for_specs((member,))
+    parts = member
+    if isinstance(member, dict):
+      parts = tuple(member.values())
+    if isinstance(parts, (tuple, list)) and len(parts) == self.arity:
+      return self.for_specs(tuple(parts))
+    raise errors.FederatedError(
+        f'{self.describe_for_error()} takes {self.arity} parameters; it '
+        f'cannot be typed by one argument of type {ft.describe(member)}.')
+
+  def __call__(self, *args):
+    _refuse_federated_arguments(self.name, args)
+    if any(isinstance(a, ir.Unplaced) for a in tf.nest.flatten(args)):
+      raise errors.FederatedError(
+          f'{self.describe_for_error()} was called at '
+          f'{naming.user_location()} on the result of another computation '
+          'in a federated body; place it first (federated_value) and '
+          'federated_map this one.')
+    try:
+      specs = tuple(ft.member_of(a) for a in args)
+    except (TypeError, ValueError) as e:
+      raise errors.FederatedError(
+          f'{self.describe_for_error()} called at {naming.user_location()}: '
+          f'cannot type its arguments ({e}).') from None
+    return self.for_specs(specs)(*args)
+
+  def describe_for_error(self):
+    return (f'tf_computation {self.name!r} defined at {self.location} '
+            '(untyped)')
+
+  def __repr__(self):
+    return f'<tf_computation {self.name}(untyped)>'
+
+
+def _refuse_federated_arguments(name, args):
+  if any(isinstance(a, ir.Value) for a in tf.nest.flatten(args)):
+    raise errors.FederatedError(
+        f'tf_computation {name!r} was called on a federated value at '
+        f'{naming.user_location()}; apply it with federated_map(computation, '
+        'value) instead.')
+
+
+def _positional_arity(fn):
+  try:
+    parameters = inspect.signature(fn).parameters.values()
+  except (TypeError, ValueError):
+    return 1
+  return sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+             for p in parameters)
+
+
+def typed(computation, argument_member):
+  """`computation` typed for an argument of `argument_member` if it is
+  untyped; any other computation as it is."""
+  if isinstance(computation, PolymorphicComputation):
+    return computation.for_member(argument_member)
+  return computation
+
+
+def _untyped_or_no_parameter(fn, location):
+  if _positional_arity(fn):
+    return PolymorphicComputation(fn, location)
+  return TFComputation(fn, (), location=location)
+
+
 def tf_computation(*args):
   """Decorator: `@tf_computation(type, ...)`, `@tf_computation`, or
   `tf_computation(fn, type, ...)`; a type is a spec structure or any of TFF's
-  spellings (`tf.float32`, `TensorType(...)`, `SequenceType(...)`, ...)."""
+  spellings (`tf.float32`, `TensorType(...)`, `SequenceType(...)`, ...).
+  Without types, a function with parameters is typed by its uses."""
   location = naming.user_location()
   if args and callable(args[0]) and not ft.is_type(args[0]):
     fn, specs = args[0], args[1:]
+    if not specs:
+      return _untyped_or_no_parameter(fn, location)
     return TFComputation(fn, specs, location=location)
   specs = [ft.to_member(spec, 'tf_computation input signature')
            for spec in args]
@@ -325,6 +429,8 @@ def tf_computation(*args):
       raise errors.FederatedError(
           f'tf_computation at {location}: expected a function to decorate, '
           f'got {naming.describe_object(fn)}.')
+    if not specs:
+      return _untyped_or_no_parameter(fn, location)
     return TFComputation(fn, specs, location=location)
 
   return decorate
@@ -368,11 +474,7 @@ class FederatedComputation:
   def trace(self):
     """The `ir.Graph` of this computation (traced once)."""
     if self._graph is None:
-      try:
-        names = list(inspect.signature(self._fn).parameters)
-      except (TypeError, ValueError):
-        names = []
-      names += [f'arg{i}' for i in range(len(names), len(self._parameter_types))]
+      names = _parameter_names(self._fn, len(self._parameter_types))
       parameters = tuple(ir.Value(t, name=n)
                          for t, n in zip(self._parameter_types, names))
       graph = ir.Graph(self.name, parameters, [], None)
@@ -408,12 +510,30 @@ class FederatedComputation:
       return self._fn(*args)
     return context.run(self, *args)
 
+  @property
+  def type_signature(self):
+    """TFF's `FunctionType`: `({float32}@CLIENTS -> float32@SERVER)`."""
+    return ft.FunctionType(
+        ft.parameter_of(self._parameter_types,
+                        _parameter_names(self._fn,
+                                         len(self._parameter_types))),
+        self.result_types)
+
   def describe_for_error(self):
     return f'federated_computation {self.name!r} defined at {self.location}'
 
   def __repr__(self):
     params = ', '.join(str(t) for t in self._parameter_types)
     return f'<federated_computation {self.name}({params})>'
+
+
+def _parameter_names(fn, count):
+  """The names of `fn`'s first `count` parameters (`argN` where unknown)."""
+  try:
+    names = list(inspect.signature(fn).parameters)[:count]
+  except (TypeError, ValueError):
+    names = []
+  return names + [f'arg{i}' for i in range(len(names), count)]
 
 
 def _check_parameter_types(parameter_types, location):

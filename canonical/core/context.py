@@ -1,9 +1,12 @@
 """Where a federated computation runs when Python calls it (TFF's execution
-context): `fn(*args)` outside tracing runs `fn` by the executor installed here.
+context): `fn(*args)` outside tracing runs `fn` by the executor installed
+here, and returns numpy values, as TFF 0.87 does.
 
 The language does not know its executors; `canonical` installs the reference
 executor (`canonical.executors.reference.run`) when it is imported.
 """
+
+import tensorflow as tf
 
 from canonical import errors
 
@@ -25,4 +28,11 @@ def run(computation, *args):
         f'{computation.describe_for_error()} was called, but no executor is '
         'installed to run it (import canonical to install the reference '
         'executor).')
-  return _executor(computation, *args)
+  return as_numpy(_executor(computation, *args))
+
+
+def as_numpy(result):
+  """`result` with numpy values for tensors, as TFF 0.87 gives them to
+  Python (datasets stay datasets)."""
+  return tf.nest.map_structure(
+      lambda v: v.numpy() if isinstance(v, tf.Tensor) else v, result)

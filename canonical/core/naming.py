@@ -24,20 +24,29 @@ def dims(shape):
 
 
 def describe(member):
-  """A short readable form of a member structure."""
+  """A member structure (or placed type, or structure of them) as TensorFlow
+  Federated prints types: `float32`, `int32[?,2]`, `<x=float32,y=int32>`,
+  `float32*` for a sequence, `{float32}@CLIENTS`."""
 
   def leaf(spec):
     if isinstance(spec, tf.data.DatasetSpec):
-      return f'Dataset<{describe(spec.element_spec)}>'
-    return f'{spec.dtype.name}[{dims(spec.shape)}]'
+      element = describe(spec.element_spec)
+      return f'{element}*'
+    if isinstance(spec, tf.TensorSpec):
+      if spec.shape.rank == 0:
+        return spec.dtype.name
+      return f'{spec.dtype.name}[{dims(spec.shape)}]'
+    return str(spec)  # A placed type, or a function type.
 
   if isinstance(member, collections.abc.Mapping):
-    return '<' + ', '.join(f'{k}={describe(member[k])}'
-                           for k in sorted(member)) + '>'
+    return '<' + ','.join(f'{k}={describe(v)}' for k, v in member.items()) + '>'
+  fields = getattr(member, '_fields', None)
+  if fields is not None and isinstance(member, tuple):
+    return '<' + ','.join(f'{k}={describe(v)}'
+                          for k, v in zip(fields, member)) + '>'
   if isinstance(member, (list, tuple)):
-    return '<' + ', '.join(describe(v) for v in member) + '>'
+    return '<' + ','.join(describe(v) for v in member) + '>'
   return leaf(member)
-
 
 
 @dataclasses.dataclass(frozen=True)

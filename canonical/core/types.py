@@ -318,3 +318,26 @@ type_at_server = server
 type_at_clients = clients
 at_server = server
 at_clients = clients
+
+
+@dataclasses.dataclass(frozen=True)
+class FunctionType:
+  """A computation's type, as TFF gives it in `.type_signature`: its
+  `parameter` (None when it takes none; a dict named by the Python
+  parameters when it takes several) and its `result`."""
+  parameter: object
+  result: object
+
+  def __str__(self):
+    parameter = '' if self.parameter is None else describe(self.parameter)
+    return f'({parameter} -> {describe(self.result)})'
+
+
+def parameter_of(types, names):
+  """TFF's parameter type of a computation taking `types` (one per Python
+  parameter named `names`): None, the one type, or a struct named by them."""
+  if not types:
+    return None
+  if len(types) == 1:
+    return types[0]
+  return dict(zip(names, types))

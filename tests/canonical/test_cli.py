@@ -90,7 +90,7 @@ def test_inspect_prints_pieces_encoders_and_bits(module, tmp_path, capsys):
   for name in ('initialize', 'prepare', 'work', 'zero', 'accumulate', 'merge',
                'report', 'update'):
     assert f'\n  {name} ' in out
-  assert 'work' in out and '(float32[], <float32[]>) -> ' in out
+  assert 'work' in out and '(float32, <float32>) -> ' in out
   assert 'C (broadcast, per client): 32 bits' in out
   assert 'U (aggregated, per client): 64 bits' in out
   assert 'encoders: none' in out

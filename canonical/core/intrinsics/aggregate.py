@@ -1,6 +1,7 @@
 """`federated_aggregate`: the general aggregation, with the user's own zero,
 accumulate, merge and report."""
 
+from canonical.core import computations
 from canonical.core.intrinsics import checks
 from canonical.core.intrinsics import registry
 from canonical.core import types as ft
@@ -18,12 +19,22 @@ def federated_aggregate(value, zero, accumulate, merge, report):
   """
   value = checks.as_value(NAME, value)
   checks.client_tensors(NAME, value)
-  for role, comp, arity in (('accumulate', accumulate, 2), ('merge', merge, 2),
-                            ('report', report, 1)):
-    checks.expect_tf_computation(NAME, role, comp)
+  if isinstance(accumulate, computations.PolymorphicComputation):
+    # Untyped: the zero's type is the accumulator's.
+    zero = checks.zero_computation(zero, None, NAME)
+    accumulate = checks.typed_tf_computation(
+        NAME, 'accumulate', accumulate,
+        (checks.result_spec(NAME, zero), value.member))
+  checks.expect_tf_computation(NAME, 'accumulate', accumulate)
+  if len(accumulate.parameter_specs) != 2:
+    checks.fail(NAME, f'accumulate {accumulate!r} must take 2 arguments.')
+  accumulator = accumulate.parameter_specs[0]
+  merge = checks.typed_tf_computation(NAME, 'merge', merge,
+                                      (accumulator, accumulator))
+  report = checks.typed_tf_computation(NAME, 'report', report, accumulator)
+  for role, comp, arity in (('merge', merge, 2), ('report', report, 1)):
     if len(comp.parameter_specs) != arity:
       checks.fail(NAME, f'{role} {comp!r} must take {arity} argument(s).')
-  accumulator = accumulate.parameter_specs[0]
   zero = checks.zero_computation(zero, accumulator, NAME)
   return AGGREGATE.bind([value], {
       'zero': zero, 'accumulate': accumulate, 'merge': merge,

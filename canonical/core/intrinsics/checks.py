@@ -60,6 +60,18 @@ def expect_tf_computation(name, what, computation):
                f'{naming.describe_object(computation)}.{hint}')
 
 
+def typed_tf_computation(name, what, computation, argument_member):
+  """`computation` as a typed tf_computation for `argument_member` (an
+  untyped one is typed by it, as TFF types one by its first use)."""
+  if isinstance(computation, computations.PolymorphicComputation):
+    try:
+      computation = computation.for_member(argument_member)
+    except FederatedError as e:
+      fail(name, f'{what}: {e}')
+  expect_tf_computation(name, what, computation)
+  return computation
+
+
 def result_spec(name, computation):
   """The computation's result type; a trace error names the intrinsic's line."""
   try:

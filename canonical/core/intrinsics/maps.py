@@ -19,8 +19,9 @@ def federated_apply(computation, value):
 
 
 def _map(spec, computation, value):
-  checks.expect_tf_computation(spec.name, 'the function', computation)
   value = checks.as_value(spec.name, value)
+  computation = checks.typed_tf_computation(spec.name, 'the function',
+                                            computation, value.member)
   if not computation.parameter_specs:
     checks.fail(spec.name, f'{computation!r} takes no argument; use '
                            'federated_value or federated_eval.')

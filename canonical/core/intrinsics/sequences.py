@@ -37,7 +37,8 @@ def _is_dataset(name, value):
              f'got {naming.describe_object(value)}.')
 
 
-def _computation(name, what, fn):
+def _computation(name, what, fn, argument_member):
+  fn = computations.typed(fn, argument_member)
   if not isinstance(fn, computations.TFComputation):
     fail(name, f'{what} must be a tf_computation when the sequence is a '
                f'federated value, got {naming.describe_object(fn)}.')
@@ -80,7 +81,7 @@ def sequence_map(fn, value):
     elif not callable(fn):
       fail(name, f'expects a function, got {naming.describe_object(fn)}.')
     return value.map(_element_function(fn))
-  fn = _computation(name, 'the function', fn)
+  fn = _computation(name, 'the function', fn, value.member.element_spec)
   if not fn.parameter_specs:
     fail(name, f'{fn!r} takes no argument; it must take an element.')
   return MAP.bind([value], {'computation': fn})
@@ -118,7 +119,15 @@ def sequence_reduce(value, zero, op):
   name = REDUCE.name
   if _is_dataset(name, value):
     return _reduce_dataset(value, zero, op)
-  op = _computation(name, 'op', op)
+  if isinstance(op, computations.PolymorphicComputation):
+    # Untyped: the zero's type is the accumulator's.
+    if not isinstance(zero, ir.Value):
+      zero = checks.zero_computation(zero, None, name)
+    zero_member = (zero.member if isinstance(zero, ir.Value) else
+                   checks.result_spec(name, zero))
+    op = _computation(name, 'op', op,
+                      (zero_member, value.member.element_spec))
+  op = _computation(name, 'op', op, None)
   accumulator, _ = _accumulator_and_element(op)
   if isinstance(zero, ir.Value):
     return REDUCE.bind([value, zero], {'op': op})

@@ -81,7 +81,7 @@ def test_client_outputs_without_client_state():
   assert [int(o['size']) for o in outputs] == [2, 2, 2]
   assert float(mean) == pytest.approx(np.mean(losses))
   summary = form.summary(print_fn=None)
-  assert ('client outputs (per client, in Y): <loss=float32[], size=int32[]>'
+  assert ('client outputs (per client, in Y): <loss=float32,size=int32>'
           in summary)
   # Outputs never travel: U holds only the mean's parts.
   assert form.aggregated_bits == 32

@@ -476,7 +476,7 @@ def test_emitted_signatures_and_summary():
   text = form.summary(print_fn=None)
   for name in form_lib.PIECES:
     assert f'  {name} ' in text
-  assert '(float32[], <float32[], int32[]>) -> <<float32[], float32[]>, <>>' \
+  assert '(float32, <float32,int32>) -> <<float32,float32>,<>>' \
       in text
   assert 'C (broadcast, per client): 64 bits' in text
   assert 'U (aggregated, per client): 64 bits' in text
@@ -643,14 +643,14 @@ def test_mismatched_broadcast_type():
   message = _form_error(prepare=form_lib.Piece(
       'prepare', lambda s: (tf.cast(s, tf.int32),), (F,)))
   assert "Canonical form 'hand': work: its broadcast input C" in message
-  assert 'prepare returns C = <int32[]>' in message
+  assert 'prepare returns C = <int32>' in message
 
 
 def test_mismatched_accumulator_types():
   message = _form_error(zero=form_lib.Piece(
       'zero', lambda: (tf.zeros([3]),), ()))
   assert 'zero: its result is <float32[3]>' in message
-  assert 'accumulate takes A = <float32[]>' in message
+  assert 'accumulate takes A = <float32>' in message
   message = _form_error(merge=form_lib.Piece(
       'merge', lambda a, b: (a[0] + tf.cast(b[0], tf.float32),),
       ((F,), (I,))))
@@ -672,7 +672,7 @@ def test_mismatched_server_state():
   assert 'update: its new server state' in message
   message = _form_error(initialize=form_lib.Piece(
       'initialize', lambda: tf.constant(0), ()))
-  assert 'initialize: its result is int32[]' in message
+  assert 'initialize: its result is int32' in message
 
 
 def test_wrong_arity_and_shape_of_outputs():
@@ -702,7 +702,7 @@ def test_client_state_types():
   assert [int(c) for c in clients] == [1, 6] and float(state) == 3.0
   message = _form_error(**dict(with_state, client_state_init=p(
       'client_state_init', lambda: tf.constant(0.0), ())))
-  assert 'client_state_init: its result is float32[]' in message
+  assert 'client_state_init: its result is float32' in message
 
 
 def test_piece_call_with_wrong_arguments_names_the_piece():

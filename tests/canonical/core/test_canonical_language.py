@@ -36,12 +36,12 @@ def _double(x):
 
 
 def test_federated_types_print_placement_and_member():
-  assert str(cf.server(F)) == 'float32[]@SERVER'
+  assert str(cf.server(F)) == 'float32@SERVER'
   assert str(cf.clients(F2)) == '{float32[2]}@CLIENTS'
   assert str(cf.clients(F2, all_equal=True)) == 'float32[2]@CLIENTS'
   dataset = tf.data.DatasetSpec(tf.TensorSpec([None, 3], tf.int32))
   assert str(cf.clients({'x': dataset, 'w': F})) == (
-      '{<w=float32[], x=Dataset<int32[?,3]>>}@CLIENTS')
+      '{<x=int32[?,3]*,w=float32>}@CLIENTS')
   assert ft.same_member(dataset, tf.data.DatasetSpec(
       tf.TensorSpec([4, 3], tf.int32)))
   assert not ft.same_member(dataset, F) and not ft.same_member(F, dataset)
@@ -271,8 +271,8 @@ def test_federated_map_with_mismatched_signature():
       lambda d: cf.federated_map(_double, d),  # line:map_mismatch
       cf.clients(I))
   assert message.startswith('federated_map at ' + _where('map_mismatch'))
-  assert "'_double'" in message and 'int32[]' in message
-  assert 'float32[]' in message
+  assert "'_double'" in message and 'int32' in message
+  assert 'expected float32' in message
 
 
 def test_federated_mean_of_integers():

@@ -119,13 +119,13 @@ def test_a_dataset_of_the_wrong_type_is_named_in_every_executor():
   wrong = good + [tf.data.Dataset.from_tensor_slices(
       np.ones((4, 3), np.int32)).batch(2)]
   state = form.initialize()
-  piece = (r"Piece 'work' \(Dataset<float32\[\?,3\]>, <>\): expected "
-           r"Dataset<float32\[\?,3\]>, got Dataset<int32\[\?,3\]>\.")
+  piece = (r"Piece 'work' \(float32\[\?,3\]\*, <>\): expected "
+           r"float32\[\?,3\]\*, got int32\[\?,3\]\*\.")
   for executed in (form, loaded):
     cf.run_round(executed, state, good)
     with pytest.raises(cf.FederatedError, match=piece):
       cf.run_round(executed, state, wrong)
   with pytest.raises(cf.FederatedError, match=r"'next_fn' argument 1 "
-                     r'\(client 1\): expected Dataset<float32\[\?,3\]>, got '
-                     r'Dataset<int32\[\?,3\]>\.'):
+                     r'\(client 1\): expected float32\[\?,3\]\*, got '
+                     r'int32\[\?,3\]\*\.'):
     cf.reference.run_round(process, state, wrong)

@@ -1,0 +1,152 @@
+"""TFF 0.87's computations and types, written as its tutorials write them.
+
+The expected type strings and values were printed by TensorFlow Federated
+0.87 itself for the same programs."""
+
+import collections
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import canonical as tff
+
+
+def test_federated_computation_types_print_as_tff_prints_them():
+
+  @tff.federated_computation(tff.FederatedType(np.float32, tff.CLIENTS))
+  def get_average_temperature(sensor_readings):
+    return tff.federated_mean(sensor_readings)
+
+  assert str(get_average_temperature.type_signature) == (
+      '({float32}@CLIENTS -> float32@SERVER)')
+  assert str(get_average_temperature.type_signature.parameter) == (
+      '{float32}@CLIENTS')
+  assert str(get_average_temperature.type_signature.result) == (
+      'float32@SERVER')
+  result = get_average_temperature([68.5, 70.3, 69.8])
+  assert isinstance(result, np.float32)  # numpy back, as TFF 0.87 gives
+  assert result == pytest.approx(69.53333)
+
+  @tff.federated_computation(tff.FederatedType(np.float32, tff.SERVER),
+                             tff.FederatedType(np.float32, tff.CLIENTS))
+  def broadcast_and_sum(a, b):
+    return tff.federated_broadcast(a), tff.federated_sum(b)
+
+  assert str(broadcast_and_sum.type_signature) == (
+      '(<a=float32@SERVER,b={float32}@CLIENTS> -> '
+      '<float32@CLIENTS,float32@SERVER>)')
+
+
+def test_tensorflow_computation_types_print_as_tff_prints_them():
+
+  @tff.tensorflow.computation(tff.SequenceType(np.float32))
+  def total(ds):
+    return ds.reduce(0.0, lambda a, b: a + b)
+
+  @tff.tensorflow.computation((np.float32, (2,)))
+  def identity(x):
+    return x
+
+  @tff.tensorflow.computation
+  def no_parameter():
+    return tf.constant([1, 2], tf.int32)
+
+  assert str(total.type_signature) == '(float32* -> float32)'
+  assert str(identity.type_signature) == '(float32[2] -> float32[2])'
+  assert str(no_parameter.type_signature) == '( -> int32[2])'
+  assert no_parameter.type_signature.parameter is None
+  assert total(tf.data.Dataset.from_tensor_slices([1.0, 2.5])) == 3.5
+
+
+def test_struct_types_keep_their_order_and_names():
+  t = tff.to_type({'x': tff.SequenceType(np.int32), 'w': np.float32})
+  assert str(tff.FederatedType(t, tff.CLIENTS)) == '{<x=int32*,w=float32>}@CLIENTS'
+  ordered = tff.to_type(collections.OrderedDict(x=np.int32, w=np.float32))
+  assert tff.types.StructType([('x', np.int32), ('w', np.float32)]) == ordered
+  assert str(tff.FederatedType(ordered, tff.SERVER)) == '<x=int32,w=float32>@SERVER'
+
+
+def test_an_untyped_computation_is_typed_by_each_use():
+
+  @tff.tensorflow.computation
+  def add(x, y):
+    return x + y
+
+  assert add(1, 2) == 3 and isinstance(add(1, 2), np.int32)
+  assert add(1.0, 2.5) == 3.5 and isinstance(add(1.0, 2.5), np.float32)
+  with pytest.raises(AttributeError):
+    add.type_signature  # pylint: disable=pointless-statement
+
+  @tff.tensorflow.computation
+  def double(a):
+    return a * 2.0
+
+  @tff.federated_computation(tff.FederatedType(np.float32, tff.CLIENTS))
+  def aggregate(values):
+    return tff.federated_aggregate(values, 0.0, add, add, double)
+
+  assert str(aggregate.type_signature) == '({float32}@CLIENTS -> float32@SERVER)'
+  assert aggregate([1.0, 2.0, 3.0]) == 12.0
+
+  @tff.federated_computation(tff.FederatedType(np.float32, tff.CLIENTS))
+  def add_half_on_clients(x):
+    return tff.federated_map(tff.tensorflow.computation(lambda t: t + 0.5), x)
+
+  assert str(add_half_on_clients.type_signature) == (
+      '({float32}@CLIENTS -> {float32}@CLIENTS)')
+  assert add_half_on_clients([1.0, 2.0]) == [1.5, 2.5]
+
+
+def test_an_untyped_computation_spreads_a_struct_over_its_parameters():
+
+  @tff.tensorflow.computation
+  def scale(x, s):
+    return x * s
+
+  @tff.federated_computation(tff.FederatedType(np.float32, tff.SERVER),
+                             tff.FederatedType(np.float32, tff.CLIENTS))
+  def scaled_sum(s, data):
+    return tff.federated_sum(tff.federated_map(
+        scale, (data, tff.federated_broadcast(s))))
+
+  assert scaled_sum(2.0, [1.0, 3.0]) == 8.0
+  process = tff.IterativeProcess(
+      tff.tensorflow.computation(lambda: tf.constant(2.0)),
+      tff.federated_computation(
+          lambda s, d: (scaled_sum(s, d), tff.federated_sum(d)),
+          tff.FederatedType(np.float32, tff.SERVER),
+          tff.FederatedType(np.float32, tff.CLIENTS)))
+  form = tff.compile(process)  # The typed use lowers like a typed one.
+  state, metrics = tff.run_round(form, form.initialize(), [1.0, 3.0])
+  assert (state, metrics) == (8.0, 4.0)
+
+
+def test_an_untyped_computation_that_cannot_take_the_value_is_named():
+
+  @tff.tensorflow.computation
+  def three(a, b, c):
+    return a + b + c
+
+  @tff.federated_computation(tff.FederatedType(np.float32, tff.CLIENTS))
+  def bad(x):
+    return tff.federated_map(three, x)
+
+  with pytest.raises(tff.FederatedError, match=r"'three'.*3 parameters.*"
+                     r'float32'):
+    bad.type_signature  # pylint: disable=pointless-statement  # Traces.
+
+
+def test_tff_types_helpers():
+  spec = tff.types.tensorflow_to_type(
+      (tf.TensorSpec([None, 2], tf.float32), tf.TensorSpec([], tf.int64)))
+  assert tff.types.StructType(spec) == spec
+  # An unplaced type is TensorFlow's own structure: its text is TF's.
+  assert 'float32' in str(spec)
+  assert tff.types.is_structure_of_floats(tff.to_type((np.float32, np.float64)))
+  assert not tff.types.is_structure_of_floats(tff.to_type((np.float32,
+                                                           np.int32)))
+  assert tff.types.is_structure_of_integers(
+      tff.FederatedType((np.int32, np.int64), tff.CLIENTS))
+  assert not tff.types.is_structure_of_tensors(tff.SequenceType(np.int32))
+  assert tff.types.type_to_tf_tensor_specs(spec) == spec
