@@ -27,6 +27,9 @@ def client_update(functional_model, client_optimizer, weights, dataset,
                   epochs=1):
   """Trains `weights` on `dataset` (batches) for `epochs` passes; a `ClientOutput`.
 
+  `client_optimizer` is a `canonical.learning.optimizers.Optimizer` (TFF's
+  `initialize` / `next`); its state is carried through the reduce.
+
   Metrics are summed over the training batches as they are trained on (the
   loss is the batch's loss before its step), plus 'non_finite_updates': a
   client whose update is not finite sends a zero delta with weight 0 and
@@ -39,7 +42,8 @@ def client_update(functional_model, client_optimizer, weights, dataset,
         f'epochs must be a positive Python int, got {epochs!r}.')
   weights = _as_tensors(weights)
   initial_state = (weights.trainable, weights.non_trainable,
-                   client_optimizer.init(weights.trainable),
+                   client_optimizer.initialize(tf.nest.map_structure(
+                       tf.TensorSpec.from_tensor, weights.trainable)),
                    functional_model.zero_metrics())
 
   def train_on_batch(state, batch):
@@ -51,7 +55,7 @@ def client_update(functional_model, client_optimizer, weights, dataset,
     gradients = tape.gradient(
         output.loss, trainable,
         unconnected_gradients=tf.UnconnectedGradients.ZERO)
-    optimizer_state, trainable = client_optimizer.apply(
+    optimizer_state, trainable = client_optimizer.next(
         optimizer_state, trainable, gradients)
     sums = {name: sums[name] + output.metrics[name] for name in sums}
     return tuple(trainable), output.non_trainable, optimizer_state, sums

@@ -2,10 +2,11 @@
 
 A Keras optimizer keeps its slots in variables, which a canonical-form piece
 may not hold; but its config says everything its update does. `from_keras`
-reads that config and returns the pure optimizer (`optimizers`) that updates
-alike, or refuses, naming the optimizer and the setting, what has no pure
-counterpart here (learning-rate schedules, weight decay, gradient clipping,
-EMA, AMSGrad, gradient accumulation, other optimizer classes).
+reads that config and returns the pure optimizer (`optimizers`: Keras's
+numerics, its hyperparameters fixed in the graph) that updates alike, or
+refuses, naming the optimizer and the setting, what has no pure counterpart
+here (learning-rate schedules, weight decay, gradient clipping, EMA, AMSGrad,
+gradient accumulation, other optimizer classes).
 """
 
 from canonical import errors
@@ -35,7 +36,8 @@ def is_keras_optimizer(value):
 
 
 def from_keras(optimizer, who='optimizer'):
-  """The pure optimizer that updates as the Keras `optimizer` does.
+  """The pure optimizer (an `optimizers.Optimizer`) that updates as the
+  Keras `optimizer` does.
 
   Raises ValueError naming what cannot be translated.
   """

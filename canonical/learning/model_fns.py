@@ -34,17 +34,25 @@ def functional_model_of(model_fn, who):
 
 
 def optimizer_of(optimizer_fn, who):
-  """The pure `Optimizer` that `optimizer_fn()` returns (or `optimizer_fn`
-  itself); a Keras optimizer is translated from its config
-  (`keras_optimizers.from_keras`)."""
+  """The pure optimizer that `optimizer_fn` names.
+
+  As TFF 0.87 takes them: a `canonical.learning.optimizers.Optimizer`
+  itself (`tff.learning.optimizers.build_sgdm(0.02)`), or a no-argument
+  function returning one or returning a Keras optimizer, which is translated
+  from its config (`keras_optimizers.from_keras`); a Keras optimizer itself
+  is translated too.
+  """
   optimizer = optimizer_fn
-  if not isinstance(optimizer, optimizers.Optimizer) and callable(optimizer):
+  if (not isinstance(optimizer, optimizers.Optimizer) and
+      not keras_optimizers.is_keras_optimizer(optimizer) and
+      callable(optimizer)):
     optimizer = optimizer()
   if keras_optimizers.is_keras_optimizer(optimizer):
     return keras_optimizers.from_keras(optimizer, who)
   if not isinstance(optimizer, optimizers.Optimizer):
     raise errors.InvalidTypeError(
-        f'{who} must return a pure optimizer such as '
-        'canonical.learning.sgd(0.1), or a Keras SGD, Adam, Adagrad or '
-        f'RMSprop, got {type(optimizer).__name__}.')
+        f'{who} must be a pure optimizer such as '
+        'tff.learning.optimizers.build_sgdm(learning_rate=0.1), or a '
+        'function returning one or a Keras SGD, Adam, Adagrad or RMSprop, '
+        f'got {type(optimizer).__name__}.')
   return optimizer
