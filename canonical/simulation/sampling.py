@@ -1,7 +1,13 @@
 """Which clients take part in a round: a pure function of the ids, a seed and
-the round, so that a resumed run samples what the interrupted one did."""
+the round, so that a resumed run samples what the interrupted one did:
+`sample_clients` for the Beam runner, `build_uniform_sampling_fn` as TFF's
+`tff.simulation` has it."""
+
+import numbers
 
 import numpy as np
+
+from canonical import errors
 
 SAMPLINGS = {
     'fixed': 'exactly clients_per_round clients, without replacement',
@@ -22,3 +28,48 @@ def sample_clients(client_ids, clients_per_round, seed, round_number,
   count = min(clients_per_round, len(client_ids))
   return [client_ids[i] for i in rng.choice(len(client_ids), count,
                                             replace=False)]
+
+
+# TFF's round-to-seed map: a Lehmer generator (multiplier 16807, modulus
+# 2**31 - 1) stepped `round_num` times from a start drawn from `random_seed`,
+# so a seeded sampler gives the same clients as TFF's for every round.
+_LEHMER_MODULUS = 2**31 - 1
+_LEHMER_MULTIPLIER = 16807
+
+
+def build_uniform_sampling_fn(sample_range, replace=False, random_seed=None):
+  """TFF's `build_uniform_sampling_fn`: `fn(round_num, size)` -> a list of
+  `size` elements of `sample_range` drawn uniformly.
+
+  With an integer `random_seed` a round's draw depends only on the seed and
+  the round, so a resumed simulation samples what the interrupted one did;
+  with None every call draws afresh.
+  """
+  if random_seed is not None and (
+      isinstance(random_seed, bool) or
+      not isinstance(random_seed, numbers.Integral)):
+    raise errors.InvalidTypeError(
+        'build_uniform_sampling_fn: random_seed must be an integer or None, '
+        f'got {random_seed!r}.')
+  start = None
+  if random_seed is not None:
+    start = np.random.RandomState(int(random_seed)).randint(
+        1, _LEHMER_MODULUS - 1)
+
+  def sample_fn(round_num, size):
+    if start is None:
+      generator = np.random.RandomState()
+    else:
+      generator = np.random.RandomState(
+          pow(_LEHMER_MULTIPLIER, int(round_num), _LEHMER_MODULUS) * start %
+          _LEHMER_MODULUS)
+    try:
+      return generator.choice(sample_range, size=size,
+                              replace=replace).tolist()
+    except ValueError as e:
+      raise errors.InvalidValueError(
+          f'Cannot sample {size} clients from a population of '
+          f'{len(sample_range)} (replace={replace}) in round {round_num}: '
+          f'{e}') from None
+
+  return sample_fn
