@@ -1,0 +1,77 @@
+"""References to values not yet at hand (TFF's `MaterializableValueReference`),
+and `materialize_value`, which every manager applies before it keeps a value.
+
+A computation run here returns its values, not references; these exist so
+that program logic written against TFF's interfaces (a platform returning
+`NativeValueReference`s, a test's own reference class) runs unchanged.
+"""
+
+import abc
+import asyncio
+from typing import Union
+
+import numpy as np
+
+from canonical.program import structure
+
+# TFF's names for values and structures of them, for annotations.
+MaterializableTypeSignature = object  # A tensor or sequence type.
+MaterializedValue = Union[bool, int, float, complex, str, bytes, np.generic,
+                          np.ndarray]
+MaterializedStructure = object  # Containers of MaterializedValue.
+
+
+class MaterializableValueReference(abc.ABC):
+  """A server value that `get_value` produces when awaited."""
+
+  @property
+  @abc.abstractmethod
+  def type_signature(self):
+    """The type of the referenced value."""
+
+  @abc.abstractmethod
+  async def get_value(self):
+    """The value: a numpy array or scalar, a Python scalar, or a sequence of
+    them."""
+
+
+class NativeValueReference(MaterializableValueReference):
+  """A reference whose value is what an asyncio task (or any awaitable)
+  returns; awaited once, however often `get_value` is called."""
+
+  def __init__(self, task, type_signature):
+    self._task = task
+    self._type_signature = type_signature
+
+  @property
+  def type_signature(self):
+    return self._type_signature
+
+  async def get_value(self):
+    if not isinstance(self._task, asyncio.Future):
+      self._task = asyncio.ensure_future(self._task)
+    return await self._task
+
+  def __eq__(self, other):
+    if not isinstance(other, NativeValueReference):
+      return NotImplemented
+    return (self._type_signature, self._task) == (other._type_signature,
+                                                  other._task)
+
+  __hash__ = object.__hash__
+
+
+MaterializableValue = Union[MaterializedValue, MaterializableValueReference]
+MaterializableStructure = object  # Containers of MaterializableValue.
+
+
+async def materialize_value(value):
+  """`value` (a structure) with each reference replaced by its value; the
+  references are awaited concurrently. Containers are new, as in TFF."""
+  leaves = structure.flatten_with_path(value)
+  references = [(path, leaf) for path, leaf in leaves
+                if isinstance(leaf, MaterializableValueReference)]
+  values = await asyncio.gather(*[leaf.get_value() for _, leaf in references])
+  found = {path: v for (path, _), v in zip(references, values)}
+  return structure.map_structure(lambda path, leaf: found.get(path, leaf),
+                                 value)
