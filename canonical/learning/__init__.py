@@ -34,13 +34,17 @@ __all__ = [
 
 
 def __getattr__(name):
-  """TFF's `tff.learning.build_federated_averaging_process`, and the
-  `framework` and `algorithms` modules, imported on first use: they build
-  on `canonical.aggregators` and on this package's own blocks."""
+  """TFF's `tff.learning.build_federated_averaging_process`,
+  `ClientWeighting`, and the `framework`, `algorithms` and `templates`
+  modules, imported on first use: they build on `canonical.aggregators` and
+  on this package's own blocks."""
   import importlib  # pylint: disable=g-import-not-at-top
   if name == 'build_federated_averaging_process':
     return importlib.import_module(
         'canonical.learning.tff_learning').build_federated_averaging_process
-  if name in ('framework', 'algorithms'):
+  if name in ('framework', 'algorithms', 'templates'):
     return importlib.import_module(f'canonical.learning.{name}')
+  if name == 'ClientWeighting':
+    return importlib.import_module(
+        'canonical.learning.algorithms.averaging').ClientWeighting
   raise AttributeError(f'module {__name__!r} has no attribute {name!r}')

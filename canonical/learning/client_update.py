@@ -24,7 +24,7 @@ class ClientOutput(NamedTuple):
 
 
 def client_update(functional_model, client_optimizer, weights, dataset,
-                  epochs=1):
+                  epochs=1, optimizer_state=None, count_batches=False):
   """Trains `weights` on `dataset` (batches) for `epochs` passes; a `ClientOutput`.
 
   `client_optimizer` is a `canonical.learning.optimizers.Optimizer` (TFF's
@@ -34,6 +34,8 @@ def client_update(functional_model, client_optimizer, weights, dataset,
   loss is the batch's loss before its step), plus 'non_finite_updates': a
   client whose update is not finite sends a zero delta with weight 0 and
   reports 1 there, so one broken client cannot poison the round's mean.
+  `optimizer_state` starts the client optimizer (TFF's hyperparameters set
+  in a fresh state); `count_batches` adds 'num_batches' to the sums.
   Only trainable weights get a delta; updated non-trainables (batch norm
   statistics, dropout seeds) stay on the client.
   """
@@ -41,10 +43,14 @@ def client_update(functional_model, client_optimizer, weights, dataset,
     raise errors.InvalidValueError(
         f'epochs must be a positive Python int, got {epochs!r}.')
   weights = _as_tensors(weights)
-  initial_state = (weights.trainable, weights.non_trainable,
-                   client_optimizer.initialize(tf.nest.map_structure(
-                       tf.TensorSpec.from_tensor, weights.trainable)),
-                   functional_model.zero_metrics())
+  if optimizer_state is None:
+    optimizer_state = client_optimizer.initialize(tf.nest.map_structure(
+        tf.TensorSpec.from_tensor, weights.trainable))
+  zero_metrics = functional_model.zero_metrics()
+  if count_batches:
+    zero_metrics['num_batches'] = tf.constant(0.0)
+  initial_state = (weights.trainable, weights.non_trainable, optimizer_state,
+                   zero_metrics)
 
   def train_on_batch(state, batch):
     trainable, non_trainable, optimizer_state, sums = state
@@ -57,7 +63,8 @@ def client_update(functional_model, client_optimizer, weights, dataset,
         unconnected_gradients=tf.UnconnectedGradients.ZERO)
     optimizer_state, trainable = client_optimizer.next(
         optimizer_state, trainable, gradients)
-    sums = {name: sums[name] + output.metrics[name] for name in sums}
+    batch_metrics = dict(output.metrics, num_batches=tf.constant(1.0))
+    sums = {name: sums[name] + batch_metrics[name] for name in sums}
     return tuple(trainable), output.non_trainable, optimizer_state, sums
 
   dataset = without_empty_batches(dataset)

@@ -10,7 +10,8 @@ from canonical.learning import losses
 from canonical.learning import model as model_lib
 
 
-def from_keras_model(keras_model, input_spec, loss, metrics=None):
+def from_keras_model(keras_model, loss, input_spec, loss_weights=None,
+                     metrics=None, metrics_aggregator=None):
   """A `FunctionalModel` of `keras_model` training on batches like
   `input_spec`: a dict with 'x' and 'y' (TFF's `OrderedDict(x=, y=)`) or an
   `(x, y)` pair of `tf.TensorSpec`s, as the clients' datasets yield them.
@@ -20,7 +21,15 @@ def from_keras_model(keras_model, input_spec, loss, metrics=None):
   (SparseCategoricalAccuracy), translated into pure per-example functions;
   the round's metrics take their Keras names. Raises ValueError naming what
   has no pure counterpart, or an `input_spec` whose x does not fit the model.
+  TFF's `loss_weights` (several losses) and `metrics_aggregator` are refused
+  by name: the metrics are summed over clients.
   """
+  for name, value in (('loss_weights', loss_weights),
+                      ('metrics_aggregator', metrics_aggregator)):
+    if value is not None:
+      raise errors.InvalidValueError(
+          f'from_keras_model: {name} is not supported here: one Keras loss, '
+          'and metrics summed over clients.')
   if isinstance(input_spec, collections.abc.Mapping):
     if set(input_spec) != {'x', 'y'}:
       raise errors.InvalidValueError(

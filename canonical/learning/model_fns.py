@@ -5,6 +5,7 @@ import keras
 from canonical import errors
 from canonical.learning import keras_optimizers
 from canonical.learning import model as model_lib
+from canonical.learning import models
 from canonical.learning import optimizers
 
 
@@ -25,6 +26,15 @@ def functional_model_of(model_fn, who):
   model = model_fn()
   if isinstance(model, model_lib.FunctionalModel):
     return model
+  if isinstance(model, models.VariableModel):
+    raise errors.InvalidTypeError(
+        f'{who}: model_fn returned {type(model).__qualname__}, a '
+        'tff.learning.models.VariableModel: its forward pass reads and '
+        'writes tf.Variables, and the pieces of a canonical form are pure '
+        'functions. Build the model with tff.learning.models.'
+        'from_keras_model(keras_model, loss, input_spec, metrics=...) or '
+        'functional_model_from_keras(...), which take the weights in and '
+        'out as tensors.')
   if isinstance(model, keras.Model):
     return model_lib.FunctionalModel(model)
   raise errors.InvalidTypeError(

@@ -1,10 +1,42 @@
-"""Ready Keras model builders: each call makes a fresh model with fixed input shape.
-
-`num_classes` sizes the last layer (10 by default, as MNIST-style data has).
+"""`tff.learning.models` of TFF 0.87 (a model as the pure `FunctionalModel`
+federated averaging takes), and ready Keras model builders: each call makes
+a fresh model with a fixed input shape; `num_classes` sizes the last layer
+(10 by default, as MNIST-style data has).
 """
 
 import keras
 
+from canonical.learning.keras_model import from_keras_model
+from canonical.learning.model import BatchOutput
+from canonical.learning.model import FunctionalModel
+from canonical.learning.model import ModelWeights
+
+__all__ = [
+    'BatchOutput', 'FunctionalModel', 'ModelWeights', 'VariableModel',
+    'cnn_28x28', 'from_keras_model', 'functional_model_from_keras',
+    'small_8x8',
+]
+
+
+def functional_model_from_keras(keras_model, loss_fn, input_spec,
+                                metrics_constructor=None):
+  """TFF's `functional_model_from_keras`: `keras_model` (a model, or a
+  no-argument function making one) as a `FunctionalModel`; `metrics_constructor`
+  returns the Keras metrics (a dict of name -> metric, or a list)."""
+  if callable(keras_model) and not isinstance(keras_model, keras.Model):
+    keras_model = keras_model()
+  metrics = metrics_constructor() if metrics_constructor else None
+  if isinstance(metrics, dict):
+    metrics = list(metrics.values())
+  return from_keras_model(keras_model, loss=loss_fn, input_spec=input_spec,
+                          metrics=metrics)
+
+
+class VariableModel:
+  """TFF's variable-holding model, for `isinstance` and subclassing only:
+  a builder given one refuses it by name (`model_fns.functional_model_of`),
+  since its forward pass reads and writes `tf.Variable`s and the pieces of
+  a canonical form are pure functions."""
 
 def cnn_28x28(num_classes=10):
   """The CNN of TFF's compression tutorial (EMNIST): 1,663,370 parameters with 10 classes."""

@@ -1,12 +1,17 @@
 """Federated learning algorithms, each an `IterativeProcess` that compiles to a
 form.
 
-`build_federated_averaging_process`: FedAvg with a pure client optimizer, a
-server optimizer, and any broadcast and aggregation process of
-`canonical.aggregators` (encoded, secure, differentially private).
+TFF 0.87's `build_weighted_fed_avg` / `build_unweighted_fed_avg`
+(`averaging`): `LearningProcess`es with TFF's state and metrics, averaging
+through any `tff.aggregators` factory. `build_federated_averaging_process`
+(`fedavg`, TFF's older builder): FedAvg with any broadcast and aggregation
+process of `canonical.aggregators` (encoded, secure, differentially private).
 """
 
+from canonical.learning.algorithms.averaging import build_unweighted_fed_avg
+from canonical.learning.algorithms.averaging import build_weighted_fed_avg
 from canonical.learning.algorithms.fedavg import build_federated_averaging_process  # pylint: disable=line-too-long
 from canonical.learning.algorithms.fedavg import ServerState
 
-__all__ = ['ServerState', 'build_federated_averaging_process']
+__all__ = ['ServerState', 'build_federated_averaging_process',
+           'build_unweighted_fed_avg', 'build_weighted_fed_avg']
