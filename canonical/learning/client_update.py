@@ -24,7 +24,8 @@ class ClientOutput(NamedTuple):
 
 
 def client_update(functional_model, client_optimizer, weights, dataset,
-                  epochs=1, optimizer_state=None, count_batches=False):
+                  epochs=1, optimizer_state=None, count_batches=False,
+                  proximal_strength=0.0):
   """Trains `weights` on `dataset` (batches) for `epochs` passes; a `ClientOutput`.
 
   `client_optimizer` is a `canonical.learning.optimizers.Optimizer` (TFF's
@@ -35,7 +36,9 @@ def client_update(functional_model, client_optimizer, weights, dataset,
   client whose update is not finite sends a zero delta with weight 0 and
   reports 1 there, so one broken client cannot poison the round's mean.
   `optimizer_state` starts the client optimizer (TFF's hyperparameters set
-  in a fresh state); `count_batches` adds 'num_batches' to the sums.
+  in a fresh state); `count_batches` adds 'num_batches' to the sums;
+  `proximal_strength` mu adds FedProx's mu * (w - w_initial) to every
+  gradient (the gradient of mu/2 ||w - w_initial||^2 added to the loss).
   Only trainable weights get a delta; updated non-trainables (batch norm
   statistics, dropout seeds) stay on the client.
   """
@@ -61,6 +64,10 @@ def client_update(functional_model, client_optimizer, weights, dataset,
     gradients = tape.gradient(
         output.loss, trainable,
         unconnected_gradients=tf.UnconnectedGradients.ZERO)
+    if proximal_strength:
+      gradients = tuple(
+          g + proximal_strength * (w - w0)
+          for g, w, w0 in zip(gradients, trainable, weights.trainable))
     optimizer_state, trainable = client_optimizer.next(
         optimizer_state, trainable, gradients)
     batch_metrics = dict(output.metrics, num_batches=tf.constant(1.0))
@@ -74,6 +81,38 @@ def client_update(functional_model, client_optimizer, weights, dataset,
   delta = tuple(new - old for new, old in zip(trained, weights.trainable))
   num_examples = sums['num_examples'] / float(epochs)
   return _drop_if_not_finite(ClientOutput(delta, num_examples, sums))
+
+
+def client_gradient(functional_model, weights, dataset):
+  """`(gradient, num_examples, metric sums)` of one client for FedSGD: the
+  gradient of the mean loss over every example, at `weights`, with no step
+  taken; the sums count 'num_batches' too."""
+  weights = _as_tensors(weights)
+  zero_gradient = tuple(tf.zeros_like(w) for w in weights.trainable)
+  zero_metrics = dict(functional_model.zero_metrics(),
+                      num_batches=tf.constant(0.0))
+
+  def add_batch(state, batch):
+    gradient_sum, sums = state
+    with tf.GradientTape() as tape:
+      tape.watch(weights.trainable)
+      output = functional_model.loss_and_metrics(weights, batch,
+                                                 training=True)
+    gradient = tape.gradient(
+        output.loss, weights.trainable,
+        unconnected_gradients=tf.UnconnectedGradients.ZERO)
+    size = output.metrics['num_examples']
+    gradient_sum = tuple(a + g * size for a, g in zip(gradient_sum, gradient))
+    batch_metrics = dict(output.metrics, num_batches=tf.constant(1.0))
+    return gradient_sum, {name: sums[name] + batch_metrics[name]
+                          for name in sums}
+
+  gradient_sum, sums = without_empty_batches(dataset).reduce(
+      (zero_gradient, zero_metrics), add_batch)
+  num_examples = sums['num_examples']
+  gradient = tuple(tf.math.divide_no_nan(g, num_examples)
+                   for g in gradient_sum)
+  return gradient, num_examples, sums
 
 
 def _drop_if_not_finite(output):

@@ -1,17 +1,22 @@
 """Federated learning algorithms, each an `IterativeProcess` that compiles to a
 form.
 
-TFF 0.87's `build_weighted_fed_avg` / `build_unweighted_fed_avg`
-(`averaging`): `LearningProcess`es with TFF's state and metrics, averaging
-through any `tff.aggregators` factory. `build_federated_averaging_process`
+TFF 0.87's `build_weighted_fed_avg`, `build_unweighted_fed_avg`,
+`build_weighted_fed_prox`, `build_fed_sgd` (`averaging`) and
+`build_fed_eval` (`fed_eval`): `LearningProcess`es with TFF's state and
+metrics, averaging through any `tff.aggregators` factory. `build_federated_averaging_process`
 (`fedavg`, TFF's older builder): FedAvg with any broadcast and aggregation
 process of `canonical.aggregators` (encoded, secure, differentially private).
 """
 
+from canonical.learning.algorithms.averaging import build_fed_sgd
 from canonical.learning.algorithms.averaging import build_unweighted_fed_avg
 from canonical.learning.algorithms.averaging import build_weighted_fed_avg
+from canonical.learning.algorithms.averaging import build_weighted_fed_prox
+from canonical.learning.algorithms.fed_eval import build_fed_eval
 from canonical.learning.algorithms.fedavg import build_federated_averaging_process  # pylint: disable=line-too-long
 from canonical.learning.algorithms.fedavg import ServerState
 
-__all__ = ['ServerState', 'build_federated_averaging_process',
-           'build_unweighted_fed_avg', 'build_weighted_fed_avg']
+__all__ = ['ServerState', 'build_fed_eval', 'build_fed_sgd',
+           'build_federated_averaging_process', 'build_unweighted_fed_avg',
+           'build_weighted_fed_avg', 'build_weighted_fed_prox']

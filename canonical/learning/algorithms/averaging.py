@@ -1,6 +1,6 @@
-"""TFF 0.87's federated averaging: `build_weighted_fed_avg` and
-`build_unweighted_fed_avg`, as `LearningProcess`es with TFF's state and
-metrics.
+"""TFF 0.87's federated averaging and its kin: `build_weighted_fed_avg`,
+`build_unweighted_fed_avg`, `build_weighted_fed_prox` and `build_fed_sgd`,
+as `LearningProcess`es with TFF's state and metrics.
 
 One round: the server broadcasts the model and the client optimizer's
 hyperparameters; each client trains from a fresh client optimizer state
@@ -8,11 +8,14 @@ and sends `initial - trained` trainable weights; the model aggregator (any
 `tff.aggregators` factory: encoded, clipped, private, secure) averages them,
 weighted by example counts or not; the server optimizer takes that mean as
 its gradient, unless it is not finite (then the model stays, and the
-finalizer's `update_non_finite` says 1).
+finalizer's `update_non_finite` says 1). FedProx adds a proximal term to
+the clients' loss; FedSGD's clients send their mean gradient instead of
+training.
 """
 
 import collections
 import enum
+from typing import Callable, NamedTuple
 
 import tensorflow as tf
 
@@ -22,7 +25,9 @@ from canonical.core import computations
 from canonical.core import intrinsics
 from canonical.core import specs
 from canonical.core import types as ft
+from canonical.learning.client_update import client_gradient
 from canonical.learning.client_update import client_update
+from canonical.learning import evaluation
 from canonical.learning import model_fns
 from canonical.learning import optimizers
 from canonical.learning import templates
@@ -48,14 +53,9 @@ def build_weighted_fed_avg(model_fn, client_optimizer_fn,
   del loop_implementation  # Clients always loop with Dataset.reduce here.
   who = 'build_weighted_fed_avg'
   _refuse_unsupported(who, model_distributor, metrics_aggregator)
-  client_weighting = client_weighting or ClientWeighting.NUM_EXAMPLES
-  if not isinstance(client_weighting, ClientWeighting):
-    raise errors.InvalidValueError(
-        f'{who}: client_weighting must be a tff.learning.ClientWeighting '
-        f'(UNIFORM or NUM_EXAMPLES), got {client_weighting!r}.')
-  return _build(who, model_fn, client_optimizer_fn, server_optimizer_fn,
-                model_aggregator, weighted=True,
-                by_examples=client_weighting is ClientWeighting.NUM_EXAMPLES)
+  return _build(who, model_fn, _training(who, client_optimizer_fn),
+                server_optimizer_fn, model_aggregator, weighted=True,
+                by_examples=_by_examples(who, client_weighting))
 
 
 def build_unweighted_fed_avg(model_fn, client_optimizer_fn,
@@ -68,8 +68,92 @@ def build_unweighted_fed_avg(model_fn, client_optimizer_fn,
   del loop_implementation
   who = 'build_unweighted_fed_avg'
   _refuse_unsupported(who, model_distributor, metrics_aggregator)
-  return _build(who, model_fn, client_optimizer_fn, server_optimizer_fn,
-                model_aggregator, weighted=False, by_examples=False)
+  return _build(who, model_fn, _training(who, client_optimizer_fn),
+                server_optimizer_fn, model_aggregator, weighted=False,
+                by_examples=False)
+
+
+def build_weighted_fed_prox(model_fn, proximal_strength, client_optimizer_fn,
+                            server_optimizer_fn=None, client_weighting=None,
+                            model_distributor=None, model_aggregator=None,
+                            metrics_aggregator=None, loop_implementation=None):
+  """FedProx: FedAvg whose clients' loss adds `proximal_strength` / 2 times
+  the squared distance to the broadcast model."""
+  del loop_implementation
+  who = 'build_weighted_fed_prox'
+  if isinstance(proximal_strength, bool) or not isinstance(
+      proximal_strength, (int, float)) or proximal_strength < 0:
+    raise errors.InvalidValueError(
+        f'{who}: proximal_strength must be a non-negative number, got '
+        f'{proximal_strength!r}.')
+  _refuse_unsupported(who, model_distributor, metrics_aggregator)
+  return _build(who, model_fn,
+                _training(who, client_optimizer_fn, float(proximal_strength)),
+                server_optimizer_fn, model_aggregator, weighted=True,
+                by_examples=_by_examples(who, client_weighting))
+
+
+def build_fed_sgd(model_fn, server_optimizer_fn=None, model_distributor=None,
+                  model_aggregator=None, metrics_aggregator=None,
+                  loop_implementation=None):
+  """FedSGD: each client sends the gradient of its mean loss at the
+  broadcast model, weighted by its example count; the server optimizer
+  (default `build_sgdm(learning_rate=0.1)`) takes the mean gradient."""
+  del loop_implementation
+  who = 'build_fed_sgd'
+  _refuse_unsupported(who, model_distributor, metrics_aggregator)
+  return _build(who, model_fn, _gradient,
+                server_optimizer_fn or optimizers.build_sgdm(
+                    learning_rate=0.1),
+                model_aggregator, weighted=True, by_examples=True)
+
+
+def _by_examples(who, client_weighting):
+  client_weighting = client_weighting or ClientWeighting.NUM_EXAMPLES
+  if not isinstance(client_weighting, ClientWeighting):
+    raise errors.InvalidValueError(
+        f'{who}: client_weighting must be a tff.learning.ClientWeighting '
+        f'(UNIFORM or NUM_EXAMPLES), got {client_weighting!r}.')
+  return client_weighting is ClientWeighting.NUM_EXAMPLES
+
+
+class _ClientStep(NamedTuple):
+  """What a client does with the broadcast model: `hparams(specs)` is the
+  client_work state (broadcast every round), `run(model, dataset, weights,
+  hparams)` gives `(update, num_examples, metric sums)`."""
+  hparams: Callable
+  run: Callable
+
+
+def _training(who, client_optimizer_fn, proximal_strength=0.0):
+  """Local training from a fresh client optimizer with the state's
+  hyperparameters; the update is initial minus trained weights."""
+  optimizer = model_fns.optimizer_of(client_optimizer_fn,
+                                     f'{who}: client_optimizer_fn')
+
+  def hparams(trainable_specs):
+    return optimizer.get_hparams(optimizer.initialize(trainable_specs))
+
+  def run(model, dataset, weights, hparams):
+    fresh = optimizer.initialize(
+        tf.nest.map_structure(tf.TensorSpec.from_tensor, weights.trainable))
+    output = client_update(
+        model, optimizer, weights, dataset,
+        optimizer_state=optimizer.set_hparams(fresh, hparams),
+        count_batches=True, proximal_strength=proximal_strength)
+    # TFF sends initial minus trained: the server optimizer descends it.
+    update = tuple(-d for d in output.weights_delta)
+    return update, output.num_examples, output.metrics
+
+  return _ClientStep(hparams, run)
+
+
+def _run_gradient(model, dataset, weights, hparams):
+  del hparams  # FedSGD's clients have none.
+  return client_gradient(model, weights, dataset)
+
+
+_gradient = _ClientStep(lambda trainable_specs: (), _run_gradient)
 
 
 def _refuse_unsupported(who, model_distributor, metrics_aggregator):
@@ -99,11 +183,9 @@ def _aggregation_process(who, factory, trainable_spec, weighted):
   return factory.create(trainable_spec)
 
 
-def _build(who, model_fn, client_optimizer_fn, server_optimizer_fn,
+def _build(who, model_fn, client_step, server_optimizer_fn,
            model_aggregator, weighted, by_examples):
   model = model_fns.functional_model_of(model_fn, who)
-  client_optimizer = model_fns.optimizer_of(
-      client_optimizer_fn, f'{who}: client_optimizer_fn')
   server_optimizer = model_fns.optimizer_of(
       server_optimizer_fn or optimizers.build_sgdm(learning_rate=1.0),
       f'{who}: server_optimizer_fn')
@@ -112,7 +194,6 @@ def _build(who, model_fn, client_optimizer_fn, server_optimizer_fn,
   aggregation = _aggregation_process(who, model_aggregator, trainable_spec,
                                      weighted)
   initial_weights = model.initial_weights()
-  metric_names = [m.name for m in model.metrics] + ['loss']
 
   def initial_state():
     weights = tf.nest.map_structure(tf.constant, initial_weights)
@@ -121,8 +202,7 @@ def _build(who, model_fn, client_optimizer_fn, server_optimizer_fn,
     return templates.LearningAlgorithmState(
         global_model_weights=ModelWeights(*weights),
         distributor=(),
-        client_work=client_optimizer.get_hparams(
-            client_optimizer.initialize(trainable_specs)),
+        client_work=client_step.hparams(trainable_specs),
         aggregator=aggregation.initialize(),
         finalizer=server_optimizer.initialize(trainable_specs))
 
@@ -131,27 +211,17 @@ def _build(who, model_fn, client_optimizer_fn, server_optimizer_fn,
   data_spec = tf.data.DatasetSpec(model.batch_spec)
 
   def train(dataset, weights, hparams):
-    fresh = client_optimizer.initialize(
-        tf.nest.map_structure(tf.TensorSpec.from_tensor, weights.trainable))
-    output = client_update(
-        model, client_optimizer, weights, dataset,
-        optimizer_state=client_optimizer.set_hparams(fresh, hparams),
-        count_batches=True)
-    # TFF sends initial minus trained: the server optimizer descends it.
-    update = tuple(-d for d in output.weights_delta)
-    weight = output.num_examples if by_examples else tf.constant(1.0)
-    return templates.ClientResult(update, weight), output.metrics
+    update, num_examples, sums = client_step.run(model, dataset, weights,
+                                                 hparams)
+    weight = num_examples if by_examples else tf.constant(1.0)
+    return templates.ClientResult(update, weight), sums
 
   client_work = tf_computation(train, data_spec, weights_spec,
                                state_spec.client_work)
   metric_sums_spec = specs.plain(client_work.result_spec)[1]
 
   def train_metrics(sums):
-    means = model.mean_metrics(sums)
-    return collections.OrderedDict(
-        [(name, means[name]) for name in metric_names] +
-        [('num_examples', tf.cast(sums['num_examples'], tf.int64)),
-         ('num_batches', tf.cast(sums['num_batches'], tf.int64))])
+    return evaluation.reported_metrics(model, sums)
 
   finish_train = tf_computation(train_metrics, metric_sums_spec)
 

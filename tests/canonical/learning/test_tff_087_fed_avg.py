@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import canonical as tff
+from canonical.learning.algorithms import averaging
 from tff_087_examples import client_data
 from tff_087_examples import model_fn
 
@@ -124,3 +125,100 @@ def test_a_variable_model_is_refused_naming_the_functional_way():
                      'from_keras_model'):
     tff.learning.algorithms.build_weighted_fed_avg(
         MyModel, tff.learning.optimizers.build_sgdm(learning_rate=0.1))
+
+
+# TFF 0.87 on the same model and data: FedSGD one round (server sgdm 0.1, and
+# 0.5), FedProx two rounds (mu 0.5, client sgdm 0.1), and federated
+# evaluation of that model on both clients, then on the first only.
+TFF_FED_SGD = {0.1: ([-0.0434, 0.0281, 0.0153], [0.0417, -0.0083, -0.0333]),
+               0.5: ([-0.2171, 0.1407, 0.0764], [0.2083, -0.0417, -0.1667])}
+TFF_FED_PROX = ([-0.2214, 0.1341, 0.0873], [0.23, -0.0647, -0.1653])
+TFF_EVAL = [
+    dict(current=(0.875, 0.80381656, 8, 5), total=(0.875, 0.80381656, 8, 5)),
+    dict(current=(0.8, 0.76584435, 5, 3), total=(0.84615386, 0.78921187, 13,
+                                                 8)),
+]
+
+
+@pytest.mark.parametrize('learning_rate', [0.1, 0.5])
+def test_fed_sgd_takes_tffs_step(learning_rate):
+  kwargs = ({} if learning_rate == 0.1 else dict(
+      server_optimizer_fn=tff.learning.optimizers.build_sgdm(learning_rate)))
+  process = tff.learning.algorithms.build_fed_sgd(model_fn, **kwargs)
+  state = process.initialize()
+  assert state.client_work == ()
+  output = process.next(state, client_data())
+  row, bias = _first_row_and_bias(process.get_model_weights(output.state))
+  np.testing.assert_allclose(row, TFF_FED_SGD[learning_rate][0], atol=1e-4)
+  np.testing.assert_allclose(bias, TFF_FED_SGD[learning_rate][1], atol=1e-4)
+  train = output.metrics['client_work']['train']
+  assert train['loss'] == pytest.approx(np.log(3.0))  # At the zero model.
+  assert (train['sparse_categorical_accuracy'], train['num_batches']) == (
+      0.75, 5)
+
+
+def _evaluation(metrics):
+  return (pytest.approx(metrics['sparse_categorical_accuracy']),
+          pytest.approx(metrics['loss'], rel=1e-5), metrics['num_examples'],
+          metrics['num_batches'])
+
+
+def _two_rounds(process, data):
+  state = process.initialize()
+  for _ in range(2):
+    output = process.next(state, data)
+    state = output.state
+  return process.get_model_weights(state), output.metrics
+
+
+def test_fed_prox_pulls_clients_toward_the_broadcast_model():
+  data = client_data()
+  sgd = tff.learning.optimizers.build_sgdm(0.1)
+  avg, _ = _two_rounds(tff.learning.algorithms.build_weighted_fed_avg(
+      model_fn, sgd), data)
+  same, _ = _two_rounds(tff.learning.algorithms.build_weighted_fed_prox(
+      model_fn, 0.0, sgd), data)
+  prox, _ = _two_rounds(tff.learning.algorithms.build_weighted_fed_prox(
+      model_fn, 0.5, sgd), data)
+  np.testing.assert_allclose(same.trainable[0], avg.trainable[0], atol=1e-7)
+  for p, a in zip(prox.trainable, avg.trainable):  # From the zero model.
+    assert np.linalg.norm(p) < np.linalg.norm(a)
+
+
+def _tff_fed_prox(data):
+  """FedProx with TFF 0.87's proximal term: mu * (initial - current)."""
+  away = averaging._build(  # pylint: disable=protected-access
+      'test', model_fn, averaging._training(  # pylint: disable=protected-access
+          'test', tff.learning.optimizers.build_sgdm(0.1), -0.5),
+      None, None, weighted=True, by_examples=True)
+  return _two_rounds(away, data)
+
+
+def test_fed_prox_differs_from_tff_only_by_the_sign_of_its_proximal_term():
+  # TFF 0.87 pushes clients away from the broadcast model (the FedProx
+  # paper's term is mu * (current - initial)); with mu negated ours takes
+  # TFF's steps.
+  weights, metrics = _tff_fed_prox(client_data())
+  row, bias = _first_row_and_bias(weights)
+  np.testing.assert_allclose(row, TFF_FED_PROX[0], atol=1e-4)
+  np.testing.assert_allclose(bias, TFF_FED_PROX[1], atol=1e-4)
+  assert metrics['client_work']['train']['loss'] == pytest.approx(
+      0.91206443, rel=1e-5)
+
+
+def test_fed_eval_gives_tffs_numbers_round_by_round():
+  data = client_data()
+  weights, _ = _tff_fed_prox(data)  # The model TFF evaluated.
+  evaluation = tff.learning.algorithms.build_fed_eval(model_fn)
+  state = evaluation.set_model_weights(evaluation.initialize(), weights)
+  for clients, expected in zip((data, data[:1]), TFF_EVAL):
+    output = evaluation.next(state, clients)
+    state = output.state
+    metrics = output.metrics['client_work']['eval']
+    assert (pytest.approx(expected['current']) ==
+            tuple(metrics['current_round_metrics'].values())[:4])
+    assert (pytest.approx(expected['total']) ==
+            tuple(metrics['total_rounds_metrics'].values())[:4])
+  # Evaluation never moves the model.
+  np.testing.assert_array_equal(
+      evaluation.get_model_weights(state).trainable[1], weights.trainable[1])
