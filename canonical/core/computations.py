@@ -266,8 +266,11 @@ class TFComputation:
       return ir.Unplaced(self._bound(args, location), location)
     if not tf.executing_eagerly():
       return self._fn(*args)  # Inside a tf.function: the plain function.
-    # From Python: the traced computation, on its declared types, giving
-    # numpy values back as TFF 0.87 does.
+    # From Python: the traced computation, on its declared types (a list
+    # where a sequence goes is its elements), giving numpy values back as
+    # TFF 0.87 does.
+    args = [ft.with_sequences(spec, arg)
+            for spec, arg in zip(self._parameter_specs, args)]
     return context.as_numpy(self.invoke(*args))
 
   def _bound(self, args, location):
@@ -479,20 +482,40 @@ class FederatedComputation:
                          for t, n in zip(self._parameter_types, names))
       graph = ir.Graph(self.name, parameters, [], None)
       with ir.tracing(graph):
-        graph.result = self._fn(*parameters)
-      for leaf in tf.nest.flatten(graph.result):
-        if not isinstance(leaf, ir.Value):
-          raise errors.FederatedError(
-              f'{self.describe_for_error()} returned '
-              f'{naming.describe_object(leaf)}; it must return federated '
-              'values (use federated_value for constants).')
+        graph.result = tf.nest.map_structure(self._result_leaf,
+                                             self._fn(*parameters))
       self._graph = graph
     return self._graph
 
+  def _result_leaf(self, leaf):
+    """A federated value; or, as TFF allows a computation called from
+    Python to return them, an unplaced value: a constant or a
+    tf_computation's result, computed when the computation runs."""
+    if isinstance(leaf, (ir.Value, ir.Unplaced)):
+      return leaf
+    location = naming.user_location()
+    try:
+      constant = np.asarray(leaf)
+      if constant.dtype == object:
+        raise TypeError('not a constant')
+    except (TypeError, ValueError):
+      raise errors.FederatedError(
+          f'{self.describe_for_error()} returned '
+          f'{naming.describe_object(leaf)}; it must return federated '
+          'values or constants.') from None
+    dtype = tf.string if constant.dtype.kind in 'SU' else None
+    if isinstance(leaf, (bool, int, float)):
+      dtype = None  # TensorFlow's defaults for Python numbers: int32, float32.
+      constant = leaf
+    return ir.Unplaced(TFComputation(
+        lambda: tf.constant(constant, dtype=dtype), (), name='constant',
+        location=location), location)
+
   @property
   def result_types(self):
-    return tf.nest.map_structure(lambda v: v.type_signature,
-                                 self.trace().result)
+    return tf.nest.map_structure(
+        lambda v: (v.computation.result_spec if isinstance(v, ir.Unplaced)
+                   else v.type_signature), self.trace().result)
 
   def __call__(self, *args):
     if ir._TRACE.stack:  # pylint: disable=protected-access

@@ -20,6 +20,8 @@ class Unplaced:
   computation (`init_fn()`): it has no placement until `federated_value`
   places it, which runs `computation` in the piece at that placement."""
 
+  placement = None  # Not placed: a federated value's checks say so.
+
   def __init__(self, computation, location):
     self.computation = computation  # A TFComputation with no parameter.
     self.location = location

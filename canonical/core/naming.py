@@ -33,9 +33,11 @@ def describe(member):
       element = describe(spec.element_spec)
       return f'{element}*'
     if isinstance(spec, tf.TensorSpec):
+      # TFF 0.87 names dtypes as numpy does: tf.string is numpy's str.
+      name = 'str' if spec.dtype == tf.string else spec.dtype.name
       if spec.shape.rank == 0:
-        return spec.dtype.name
-      return f'{spec.dtype.name}[{dims(spec.shape)}]'
+        return name
+      return f'{name}[{dims(spec.shape)}]'
     return str(spec)  # A placed type, or a function type.
 
   if isinstance(member, collections.abc.Mapping):

@@ -248,6 +248,34 @@ def has_dataset(member):
              for leaf in tf.nest.flatten(member))
 
 
+def with_sequences(member, value):
+  """`value` (shaped like `member`) with each Python list where `member`
+  has a sequence made a dataset of the list's elements, as TFF accepts a
+  list for a sequence; anything else as it is."""
+  if not has_dataset(member):
+    return value
+  try:
+    return nest.map_structure_up_to(member, _list_as_dataset, member, value,
+                                    check_types=False)
+  except (TypeError, ValueError):
+    return value  # Not this conversion's business: the checks name it.
+
+
+def _list_as_dataset(spec, value):
+  if not isinstance(spec, tf.data.DatasetSpec) or not isinstance(
+      value, (list, tuple)):
+    return value
+
+  def column(leaf_spec, *leaves):
+    if not leaves:
+      shape = [0] + [d or 0 for d in leaf_spec.shape.as_list()]
+      return np.zeros(shape, leaf_spec.dtype.as_numpy_dtype)
+    return np.asarray(leaves, leaf_spec.dtype.as_numpy_dtype)
+
+  return tf.data.Dataset.from_tensor_slices(
+      tf.nest.map_structure(column, spec.element_spec, *value))
+
+
 def dataset_mismatch(member, value):
   """`(expected, actual)` descriptions for the first dataset of `value` (a
   structure shaped like `member`) whose elements do not fit the member's

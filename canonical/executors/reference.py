@@ -13,6 +13,7 @@ from tensorflow.python.util import nest
 
 from canonical.core import computations
 from canonical.core.intrinsics import registry
+from canonical.core import ir
 from canonical.core import naming
 from canonical.core import types as ft
 from canonical import errors
@@ -30,6 +31,8 @@ def run(computation, *args):
         f'{computation.name!r} takes '
         f'{len(graph.parameters)} arguments, got {len(args)}.')
   num_clients = None
+  args = [_with_sequences(param, arg)
+          for param, arg in zip(graph.parameters, args)]
   for number, (param, arg) in enumerate(zip(graph.parameters, args)):
     if param.placement == ft.CLIENTS:
       if num_clients not in (None, len(arg)):
@@ -44,7 +47,18 @@ def run(computation, *args):
     inputs = [env[id(v)] for v in op.inputs]
     env[id(op.output)] = registry.of(op).reference(op, inputs,
                                                    num_clients or 0)
-  return tf.nest.map_structure(lambda v: env[id(v)], graph.result)
+  # An unplaced result (a constant, as TFF allows) is computed here.
+  return tf.nest.map_structure(
+      lambda v: (v.computation.invoke() if isinstance(v, ir.Unplaced) else
+                 env[id(v)]), graph.result)
+
+
+def _with_sequences(param, arg):
+  """`arg` with Python lists where sequences go made datasets, as TFF
+  accepts (`[[1.0, 2.0], [3.0]]` for `{float32*}@CLIENTS`)."""
+  if param.placement == ft.CLIENTS and ft.has_dataset(param.member):
+    return [ft.with_sequences(param.member, value) for value in arg]
+  return ft.with_sequences(param.member, arg)
 
 
 def _check_datasets(computation, number, param, arg):

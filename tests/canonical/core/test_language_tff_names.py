@@ -440,8 +440,10 @@ def test_unplaced_results_must_be_placed():
       cf.clients(F))
   assert message.startswith('federated_sum at ' + _where('unplaced_sum'))
   assert 'federated_value' in message
-  message = _error(cf.federated_computation()(_server_init).trace)
-  assert "unplaced result of tf_computation '_server_init'" in message
+  # Returned to Python, an unplaced result is TFF's unplaced value.
+  unplaced = cf.federated_computation()(_server_init)
+  assert str(unplaced.type_signature) == '( -> float32[2])'
+  np.testing.assert_array_equal(unplaced(), _server_init())
 
 
 def test_tf_computation_on_constants_is_placed_by_federated_value():

@@ -150,3 +150,61 @@ def test_tff_types_helpers():
       tff.FederatedType((np.int32, np.int64), tff.CLIENTS))
   assert not tff.types.is_structure_of_tensors(tff.SequenceType(np.int32))
   assert tff.types.type_to_tf_tensor_specs(spec) == spec
+
+
+def test_a_federated_computation_may_return_constants_as_tff_allows():
+
+  @tff.federated_computation
+  def hello_world():
+    return 'Hello, World!'
+
+  assert str(hello_world.type_signature) == '( -> str)'
+  assert hello_world() == b'Hello, World!'
+
+  @tff.tensorflow.computation
+  def two():
+    return np.float32(2.0)
+
+  @tff.federated_computation(tff.FederatedType(np.float32, tff.CLIENTS))
+  def mean_and_constants(values):
+    return tff.federated_mean(values), two(), 3
+
+  assert str(mean_and_constants.type_signature) == (
+      '({float32}@CLIENTS -> <float32@SERVER,float32,int32>)')
+  assert mean_and_constants([1.0, 2.0]) == (1.5, 2.0, 3)
+
+
+def test_a_federated_computation_returning_an_object_is_named():
+
+  @tff.federated_computation
+  def returns_a_function():
+    return print
+
+  with pytest.raises(tff.FederatedError, match='returns_a_function.*'
+                     'federated values or constants'):
+    returns_a_function()
+
+
+def test_python_lists_stand_for_sequences_as_tff_accepts():
+
+  @tff.tensorflow.computation(tff.SequenceType(np.float32))
+  def local_average(temperatures):
+    total, count = temperatures.reduce(
+        (0.0, 0), lambda acc, t: (acc[0] + t, acc[1] + 1))
+    return total / tf.cast(count, tf.float32)
+
+  @tff.federated_computation(
+      tff.FederatedType(tff.SequenceType(np.float32), tff.CLIENTS))
+  def global_average(readings):
+    return tff.federated_mean(tff.federated_map(local_average, readings))
+
+  assert local_average([68.0, 70.0]) == 69.0
+  assert global_average([[68.0, 70.0], [71.0], [68.0, 72.0, 70.0]]) == 70.0
+
+  @tff.tensorflow.computation(tff.SequenceType(
+      collections.OrderedDict(x=np.float32, y=np.int32)))
+  def count(data):
+    return data.reduce(0, lambda n, _: n + 1)
+
+  assert count([{'x': 1.0, 'y': 2}, {'x': 3.0, 'y': 4}]) == 2
+  assert count([]) == 0
