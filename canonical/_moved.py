@@ -88,7 +88,7 @@ CANONICAL = {
     'canonical.fedavg': ['canonical.learning.algorithms',
                          'canonical.aggregators',
                          'canonical.learning.framework',
-                         'canonical.templates'],
+                         'canonical.templates.measured_process'],
     'canonical.fedavg.averaging': ['canonical.learning.algorithms.fedavg'],
     'canonical.fedavg.broadcast': ['canonical.aggregators.broadcast',
                                    'canonical.learning.framework'],

@@ -33,6 +33,11 @@ __all__ = [
 ]
 
 
+# TFF's recommended model aggregators, on first use: they bring dp-accounting.
+_AGGREGATORS = ('compression_aggregator', 'ddp_secure_aggregator',
+                'dp_aggregator', 'robust_aggregator', 'secure_aggregator')
+
+
 def __getattr__(name):
   """TFF's `tff.learning.build_federated_averaging_process`,
   `ClientWeighting`, and the `framework`, `algorithms` and `templates`
@@ -47,4 +52,10 @@ def __getattr__(name):
   if name == 'ClientWeighting':
     return importlib.import_module(
         'canonical.learning.algorithms.averaging').ClientWeighting
+  if name in _AGGREGATORS:
+    return getattr(importlib.import_module(
+        'canonical.learning.model_update_aggregator'), name)
+  if name == 'model_update_aggregator':
+    return importlib.import_module(
+        'canonical.learning.model_update_aggregator')
   raise AttributeError(f'module {__name__!r} has no attribute {name!r}')

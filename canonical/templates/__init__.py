@@ -1,7 +1,18 @@
-"""Processes: `IterativeProcess` (a round's initialize + next, what the
-compiler lowers) and `MeasuredProcess` (a building block a round composes)."""
+"""Processes, with TensorFlow Federated's names (`tff.templates`).
 
+`IterativeProcess` (initialize + next: what the compiler lowers to a form),
+`MeasuredProcess` and its `MeasuredProcessOutput(state, result,
+measurements)`, `AggregationProcess` (what `tff.aggregators` factories
+create) and `EstimationProcess` (an adaptive norm's, with `report`). The
+building block of a value spec that federated averaging composes stays at
+`canonical.templates.measured_process.MeasuredProcess`.
+"""
+
+from canonical.templates.aggregation_process import AggregationProcess
+from canonical.templates.estimation_process import EstimationProcess
 from canonical.templates.iterative_process import IterativeProcess
-from canonical.templates.measured_process import MeasuredProcess
+from canonical.templates.measured import MeasuredProcess
+from canonical.templates.measured import MeasuredProcessOutput
 
-__all__ = ['IterativeProcess', 'MeasuredProcess']
+__all__ = ['AggregationProcess', 'EstimationProcess', 'IterativeProcess',
+           'MeasuredProcess', 'MeasuredProcessOutput']

@@ -1,5 +1,7 @@
 """`IterativeProcess`: initialize + next, optionally with state kept at each client."""
 
+import dataclasses
+
 import tensorflow as tf
 
 from canonical.core import computations
@@ -17,32 +19,46 @@ Computation = computations.TFComputation | computations.FederatedComputation
 class IterativeProcess:
   """`initialize() -> server state`; `next(state, data[, client_state])`.
 
+  TFF's `IterativeProcess(initialize_fn, next_fn, next_is_multi_arg=None)`,
+  restricted to what a canonical form runs: `next` takes the server state
+  and the clients' data (and, with client state, the clients' state).
+
   `initialize` is a tf_computation with no argument, or (as in TFF) a
   federated_computation with no parameter returning a SERVER value; it
   becomes the form's ( -> S) piece either way (`self.initialize` is then a
-  tf_computation running its server ops, `self.initialize_graph` its trace).
+  tf_computation running its server ops, typed and composed as the
+  federated one, `self.initialize_graph` its trace).
 
   `next` returns `(server_state, metrics)`, or with client state
   `(server_state, metrics, client_state)`; then `client_state_initializer`
   (a tf_computation with no argument) makes a new client's first state.
   Either may end with one more CLIENTS value: per-client outputs (a client's
   own metrics, say), returned by the executors but never aggregated nor kept.
+  As in TFF, `next` may also return only the new state: the round then has
+  no metrics (the form's are empty), and `self.next` still returns only the
+  state to its callers.
   `encoders` optionally describes the encoder applied to each tensor that
   travels (tensor name -> description), for the form's summary.
   """
 
   def __init__(
-      self, initialize: Computation,
-      next: computations.FederatedComputation,  # pylint: disable=redefined-builtin
+      self, initialize_fn: Computation,
+      next_fn: computations.FederatedComputation,
+      next_is_multi_arg: bool | None = None, *,
       client_state_initializer: computations.TFComputation | None = None,
       encoders: dict | None = None):
     location = naming.user_location()
     self.location = location
+    where = f'{type(self).__name__} at {location}'
+    check_next_is_multi_arg(next_is_multi_arg, where)
     initialize, self.initialize_graph = initialize_and_next(
-        initialize, next, f'IterativeProcess at {location}', location)
+        initialize_fn, next_fn, where, location)
     self.initialize = initialize
-    self.next = next
     self.client_state_initializer = client_state_initializer
+    if (client_state_initializer is None and
+        _returns_only_state(next_fn, initialize.result_spec)):
+      next_fn = StateOnlyNext(next_fn)
+    self.next = next_fn
     # Tensor -> description of its encoder, carried into the compiled form.
     self.encoders = dict(encoders or {})
     self._check_signature()
@@ -59,6 +75,11 @@ class IterativeProcess:
   @property
   def state_spec(self):
     return self.initialize.result_spec
+
+  @property
+  def state_type(self):
+    """TFF's `state_type`: the type of `next`'s first parameter."""
+    return self.next.parameter_types[0]
 
   def _check_signature(self):
     params = self.next.parameter_types
@@ -98,6 +119,11 @@ class IterativeProcess:
             'client_state_initializer returns '
             f'{ft.describe(init.result_spec)}.')
     result = self.next.trace().result
+    for leaf in tf.nest.flatten(result):
+      if isinstance(leaf, ir.Unplaced):
+        raise errors.FederatedError(
+            f'{where} returns {leaf.describe_for_error()}: what a round '
+            'returns must be placed.')
     if not isinstance(result, (tuple, list)) or len(result) not in (
         expected, expected + 1):
       raise errors.FederatedError(
@@ -164,7 +190,9 @@ def initialize_and_next(initialize, next, where, location):  # pylint: disable=r
   `initialize` and `next` are checked to be what a process takes (`where`
   names the process in errors)."""
   graph = None
-  if isinstance(initialize, computations.FederatedComputation):
+  if isinstance(initialize, ServerInitialize):  # Another process's.
+    graph = initialize.federated.trace()
+  elif isinstance(initialize, computations.FederatedComputation):
     initialize, graph = initialize_at_server(initialize, location)
   elif not isinstance(initialize, computations.TFComputation) or (
       initialize.parameter_specs):
@@ -181,7 +209,8 @@ def initialize_and_next(initialize, next, where, location):  # pylint: disable=r
 
 def initialize_at_server(computation, location):
   """A federated `initialize` as a tf_computation running its server ops,
-  and its trace (IterativeProcess and MeasuredProcess take either kind). It runs once, at the server, before any client exists."""
+  and its trace (IterativeProcess and MeasuredProcess take either kind). It
+  runs once, at the server, before any client exists."""
   where = (f'IterativeProcess at {location}: initialize '
            f'{computation.describe_for_error()}')
   if computation.parameter_types:
@@ -210,12 +239,87 @@ def initialize_at_server(computation, location):
     env = evaluation.evaluate(ops, {})
     return tf.nest.map_structure(lambda v: env[id(v)], graph.result)
 
-  return computations.TFComputation(
-      initialize, (), name=computation.name,
-      location=computation.location), graph
+  return ServerInitialize(initialize, computation), graph
+
+
+class ServerInitialize(computations.TFComputation):
+  """A federated `initialize` as the tf_computation the form runs, which
+  still reads as the federated one: typed `( -> S@SERVER)`, and inlined
+  when another federated computation calls it (TFF composes processes by
+  calling `inner.initialize()` in the outer one's initialize)."""
+
+  def __init__(self, fn, federated):
+    super().__init__(fn, (), name=federated.name, location=federated.location)
+    self.federated = federated
+
+  def __call__(self, *args):
+    if ir._TRACE.stack and tf.executing_eagerly():  # pylint: disable=protected-access
+      return self.federated(*args)
+    return super().__call__(*args)
+
+  @property
+  def type_signature(self):
+    return self.federated.type_signature
+
+
+class StateOnlyNext(computations.FederatedComputation):
+  """TFF's `next` that returns only the new state: to the compiler and the
+  executors a round whose metrics are empty, `(state, ())`; to its callers
+  (Python, or a federated computation inlining it) what the user wrote."""
+
+  def __init__(self, inner):
+    fn = inner._fn  # pylint: disable=protected-access
+    super().__init__(fn, inner.parameter_types, name=inner.name,
+                     location=inner.location)
+    self.inner = inner
+
+  def trace(self):
+    if self._graph is None:
+      graph = self.inner.trace()
+      self._graph = dataclasses.replace(graph, result=(graph.result, ()))
+    return self._graph
+
+  @property
+  def result_types(self):
+    return self.inner.result_types
+
+  def __call__(self, *args):
+    if ir._TRACE.stack:  # pylint: disable=protected-access
+      return self.inner(*args)
+    return super().__call__(*args)[0]
+
+
+def check_next_is_multi_arg(next_is_multi_arg, where):
+  """TFF's `next_is_multi_arg`: None or True; a `next` of the state alone
+  has no client data, which no canonical form can take."""
+  if next_is_multi_arg is None or next_is_multi_arg is True:
+    return
+  if next_is_multi_arg is False:
+    raise errors.FederatedError(
+        f'{where}: next_is_multi_arg=False declares a next of the state '
+        'alone; a round here takes (server state, client data).')
+  raise errors.InvalidTypeError(
+      f'{where}: next_is_multi_arg must be None or a bool, got '
+      f'{naming.describe_object(next_is_multi_arg)}.')
+
+
+def _returns_only_state(next_fn, state_spec):
+  """Whether `next_fn` returns the new state alone (TFF's test: its whole
+  result has the state's type), rather than (state, metrics, ...)."""
+  if isinstance(next_fn, StateOnlyNext):
+    return False  # Already seen as such, by another process.
+  result = next_fn.trace().result
+  leaves = tf.nest.flatten(result)
+  if not leaves or not all(isinstance(v, ir.Value) and
+                           v.placement == ft.SERVER for v in leaves):
+    return False
+  members = tf.nest.map_structure(lambda v: v.member, result)
+  return ft.same_member(members, state_spec)
 
 
 def _producer_hint(value):
+  if isinstance(value, ir.Unplaced):
+    return f' (an unplaced value made at {value.location})'
   op = value.producer
   if op is not None:
     return f' (made by {op.describe()})'

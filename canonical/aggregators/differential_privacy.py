@@ -1,0 +1,322 @@
+"""TensorFlow Federated's `DifferentiallyPrivateFactory`: DP-FedAvg's Gaussian
+mean, with a fixed or an adaptive clip (`gaussian_fixed`, `gaussian_adaptive`).
+
+Each client clips its whole value (every tensor together) to L2 norm C; an
+inner factory (`SumFactory` by default) sums the clipped records; the server
+adds N(0, (z C)^2) to each coordinate of the sum once and divides by the
+public expected number of clients E. Adaptive clipping (Andrew et al. 2021)
+also has each client report whether its norm was at most C, centred (+-1/2,
+sensitivity 1/2); the server noises that sum at stddev `clipped_count_stddev`
+(default E / 20), estimates the unclipped fraction f and moves C to
+`C * exp(-learning_rate * (clip(f, 0, 1) - target))`. As in TFF, the
+`noise_multiplier` given is the round's total: the value's own multiplier is
+raised so that, composed with the count's, the round's is the one asked for.
+These are the maths of TFF's tensorflow_privacy queries
+(`GaussianSumQuery`, `QuantileAdaptiveClipSumQuery`, `NormalizedQuery`),
+written here in pure TensorFlow.
+
+Noise is drawn statelessly from a secret seed drawn when a process is created
+(or the `seed` given, for tests) and the round number kept in the state, so
+the noise is baked into a compiled form: keep saved forms as private as the
+data. Research-grade privacy, not audited (see `encoders.stages.clipping`).
+"""
+
+import collections
+import dataclasses
+import math
+import numbers
+import secrets
+import warnings
+
+import tensorflow as tf
+
+from canonical.aggregators import factory
+from canonical.aggregators import sum_factory
+from canonical.core import computations
+from canonical.core import intrinsics
+from canonical.core import specs
+from canonical.core import types as ft
+from canonical import errors
+from canonical.templates import aggregation_process
+from canonical.templates import measured
+from encoders.core import seeds
+from encoders.stages import clipping
+
+
+def adaptive_clip_noise_params(noise_multiplier, expected_clients_per_round,
+                               clipped_count_stddev=None):
+  """TFF's rule: `(value_noise_multiplier, clipped_count_stddev)` for an
+  adaptive clip whose round has total multiplier `noise_multiplier`.
+
+  The centred count has sensitivity 1/2, so its multiplier is
+  2 * clipped_count_stddev; composed with the value's, the round's is
+  `(z_value**-2 + (2 stddev)**-2)**-0.5 = noise_multiplier`.
+  """
+  if noise_multiplier > 0.0:
+    if clipped_count_stddev is None:
+      clipped_count_stddev = 0.05 * expected_clients_per_round
+    if noise_multiplier >= 2 * clipped_count_stddev:
+      raise errors.InvalidValueError(
+          f'clipped_count_stddev = {clipped_count_stddev} (by default 0.05 * '
+          'clients_per_round) is too low for the total noise_multiplier '
+          f'{noise_multiplier}: raise clipped_count_stddev or lower '
+          'noise_multiplier.')
+    value_noise_multiplier = (noise_multiplier**-2 -
+                              (2 * clipped_count_stddev)**-2)**-0.5
+    if value_noise_multiplier / noise_multiplier >= 2:
+      warnings.warn(
+          f'The value noise multiplier is {value_noise_multiplier:.3g}, '
+          f'{value_noise_multiplier / noise_multiplier:.2f}x the total '
+          f'{noise_multiplier}: raise clipped_count_stddev or the expected '
+          'clients per round.')
+  else:
+    if clipped_count_stddev is None:
+      clipped_count_stddev = 0.0
+    value_noise_multiplier = 0.0
+  return value_noise_multiplier, clipped_count_stddev
+
+
+@dataclasses.dataclass(frozen=True)
+class GaussianQuery:
+  """What a DifferentiallyPrivateFactory does (its `gaussian_*` make one):
+  clip C, the value's noise multiplier, the denominator E, and for an
+  adaptive clip its quantile estimator."""
+  initial_clip: float
+  value_noise_multiplier: float
+  denominator: float
+  adaptive: bool = False
+  target_unclipped_quantile: float = 0.5
+  learning_rate: float = 0.2
+  clipped_count_stddev: float = 0.0
+  seed: int | None = None
+
+  def initial_state(self):
+    clip = tf.constant(self.initial_clip, tf.float32)
+    stddev = clip * self.value_noise_multiplier
+    denominator = tf.constant(self.denominator, tf.float32)
+    sum_state = collections.OrderedDict(l2_norm_clip=clip, stddev=stddev)
+    if not self.adaptive:
+      return collections.OrderedDict(numerator_state=sum_state,
+                                     denominator=denominator)
+    below_estimate_state = collections.OrderedDict(
+        numerator_state=collections.OrderedDict(
+            l2_norm_clip=tf.constant(0.5),
+            stddev=tf.constant(self.clipped_count_stddev, tf.float32)),
+        denominator=denominator)
+    return collections.OrderedDict(
+        numerator_state=collections.OrderedDict(
+            noise_multiplier=tf.constant(self.value_noise_multiplier,
+                                         tf.float32),
+            sum_state=sum_state,
+            quantile_estimator_state=collections.OrderedDict(
+                current_estimate=clip,
+                target_quantile=tf.constant(self.target_unclipped_quantile,
+                                            tf.float32),
+                learning_rate=tf.constant(self.learning_rate, tf.float32),
+                below_estimate_state=below_estimate_state)),
+        denominator=denominator)
+
+  def sum_state(self, state):
+    numerator = state['numerator_state']
+    return numerator['sum_state'] if self.adaptive else numerator
+
+  def record(self, clip, value):
+    """A client's record: its value clipped to L2 norm `clip` (and, when
+    adaptive, whether it was at most `clip`, centred)."""
+    flat = tf.nest.flatten(value)
+    clipped, norm = tf.clip_by_global_norm(flat, clip)
+    clipped = tf.nest.pack_sequence_as(value, clipped)
+    if not self.adaptive:
+      return clipped
+    return clipped, tf.cast(norm <= clip, tf.float32) - 0.5
+
+  def noised_result(self, total, state, round_seed):
+    """(mean, new query state, its metrics) from the summed records."""
+    if self.adaptive:
+      total, below_sum = total
+    sum_state = self.sum_state(state)
+    flat = tf.nest.flatten(total)
+    noised = [clipping.add_gaussian_noise(x, sum_state['stddev'],
+                                          seeds.fold_in(round_seed, i))
+              for i, x in enumerate(flat)]
+    denominator = state['denominator']
+    mean = tf.nest.pack_sequence_as(
+        total, [x / tf.cast(denominator, x.dtype) for x in noised])
+    if not self.adaptive:
+      return mean, state, collections.OrderedDict()
+    numerator = state['numerator_state']
+    estimator = numerator['quantile_estimator_state']
+    below_state = estimator['below_estimate_state']
+    noised_below = clipping.add_gaussian_noise(
+        below_sum, below_state['numerator_state']['stddev'],
+        seeds.fold_in(round_seed, len(flat)))
+    below = noised_below / below_state['denominator'] + 0.5
+    below = tf.minimum(1.0, tf.maximum(0.0, below))
+    step = estimator['learning_rate'] * (below - estimator['target_quantile'])
+    new_clip = tf.maximum(
+        estimator['current_estimate'] * tf.math.exp(-step), 0.0)
+    new_numerator = collections.OrderedDict(
+        noise_multiplier=numerator['noise_multiplier'],
+        sum_state=collections.OrderedDict(
+            l2_norm_clip=new_clip,
+            stddev=new_clip * numerator['noise_multiplier']),
+        quantile_estimator_state=collections.OrderedDict(
+            estimator, current_estimate=new_clip))
+    new_state = collections.OrderedDict(numerator_state=new_numerator,
+                                        denominator=denominator)
+    return mean, new_state, collections.OrderedDict(clip=new_clip)
+
+
+def _number(value, name, where, positive):
+  if isinstance(value, bool) or not isinstance(value, numbers.Real) or (
+      not math.isfinite(value)):
+    raise errors.InvalidTypeError(
+        f'{where}: {name} must be a float, got {value!r}.')
+  value = float(value)
+  if value < 0 or (positive and value == 0):
+    raise errors.InvalidValueError(
+        f'{where}: {name} must be {"positive" if positive else "nonnegative"}'
+        f', got {value!r}.')
+  return value
+
+
+class DifferentiallyPrivateFactory(factory.UnweightedAggregationFactory):
+  """TFF's `DifferentiallyPrivateFactory(query, record_aggregation_factory=
+  None)`: an unweighted mean with differential privacy; make one with
+  `gaussian_fixed` or `gaussian_adaptive`.
+
+  State `OrderedDict(query_state=<TFF's query state fields>, agg_state=
+  <inner's>, noise_round=int64)`; measurements `OrderedDict(
+  dp_query_metrics=<> (fixed) or <clip=float32> (adaptive, the next round's
+  clip), dp=<inner's>)`. `noise_multiplier` (the round's total, for
+  accounting), `value_noise_multiplier` and `clipped_count_stddev` are
+  attributes.
+  """
+
+  @classmethod
+  def gaussian_fixed(cls, noise_multiplier, clients_per_round, clip, *,
+                     seed=None):
+    """Clip to `clip`, noise z = `noise_multiplier`, divide by
+    `clients_per_round`. `seed` (not in TFF) fixes the noise, for tests."""
+    where = 'DifferentiallyPrivateFactory.gaussian_fixed'
+    noise_multiplier = _number(noise_multiplier, 'noise_multiplier', where,
+                               False)
+    query = GaussianQuery(
+        initial_clip=_number(clip, 'clip', where, True),
+        value_noise_multiplier=noise_multiplier,
+        denominator=_number(clients_per_round, 'clients_per_round', where,
+                            True),
+        seed=seeds.check_seed(where, seed))
+    made = cls(query)
+    made.noise_multiplier = noise_multiplier
+    return made
+
+  @classmethod
+  def gaussian_adaptive(cls, noise_multiplier, clients_per_round,
+                        initial_l2_norm_clip=0.1,
+                        target_unclipped_quantile=0.5, learning_rate=0.2,
+                        clipped_count_stddev=None, *, seed=None):
+    """An adaptive clip from `initial_l2_norm_clip` toward the
+    `target_unclipped_quantile` of the norms; `noise_multiplier` is the
+    round's total (value and count together)."""
+    where = 'DifferentiallyPrivateFactory.gaussian_adaptive'
+    noise_multiplier = _number(noise_multiplier, 'noise_multiplier', where,
+                               False)
+    clients_per_round = _number(clients_per_round, 'clients_per_round',
+                                where, True)
+    initial_clip = _number(initial_l2_norm_clip, 'initial_l2_norm_clip',
+                           where, True)
+    quantile = _number(target_unclipped_quantile,
+                       'target_unclipped_quantile', where, False)
+    if quantile > 1:
+      raise errors.InvalidValueError(
+          f'{where}: target_unclipped_quantile must be in [0, 1], got '
+          f'{quantile!r}.')
+    learning_rate = _number(learning_rate, 'learning_rate', where, False)
+    if clipped_count_stddev is not None:
+      clipped_count_stddev = _number(clipped_count_stddev,
+                                     'clipped_count_stddev', where, False)
+    try:
+      value_noise, count_stddev = adaptive_clip_noise_params(
+          noise_multiplier, clients_per_round, clipped_count_stddev)
+    except errors.InvalidValueError as e:
+      raise errors.InvalidValueError(f'{where}: {e}') from None
+    query = GaussianQuery(
+        initial_clip=initial_clip, value_noise_multiplier=value_noise,
+        denominator=clients_per_round, adaptive=True,
+        target_unclipped_quantile=quantile, learning_rate=learning_rate,
+        clipped_count_stddev=count_stddev,
+        seed=seeds.check_seed(where, seed))
+    made = cls(query)
+    made.noise_multiplier = noise_multiplier
+    return made
+
+  def __init__(self, query, record_aggregation_factory=None):
+    where = 'DifferentiallyPrivateFactory'
+    if not isinstance(query, GaussianQuery):
+      raise errors.InvalidTypeError(
+          f'{where}: query must be what gaussian_fixed or gaussian_adaptive '
+          'makes (tensorflow_privacy queries do not lower to pure pieces), '
+          f'got {type(query).__name__}.')
+    if record_aggregation_factory is None:
+      record_aggregation_factory = sum_factory.SumFactory()
+    self._record_factory = factory.check_factory(
+        record_aggregation_factory, (factory.UnweightedAggregationFactory,),
+        where, 'record_aggregation_factory')
+    self._query = query
+    self.noise_multiplier = query.value_noise_multiplier
+    self.value_noise_multiplier = query.value_noise_multiplier
+    self.clipped_count_stddev = query.clipped_count_stddev
+
+  def create(self, value_type):
+    value_type = factory.float_value_type(
+        value_type, 'DifferentiallyPrivateFactory.create')
+    query = self._query
+    noise_seed = secrets.randbits(63) if query.seed is None else query.seed
+    initial_query_state = specs.tf_computation(query.initial_state)
+    query_state_spec = specs.plain(initial_query_state.result_spec)
+    clip_of = specs.tf_computation(
+        lambda state: query.sum_state(state)['l2_norm_clip'],
+        query_state_spec)
+    record = specs.tf_computation(query.record, tf.TensorSpec([], tf.float32),
+                                  value_type)
+    record_process = self._record_factory.create(
+        specs.plain(record.result_spec))
+
+    def noised(total, state, round_number):
+      round_seed = seeds.fold_in(seeds.initial_seed(noise_seed), round_number)
+      mean, new_state, metrics = query.noised_result(total, state, round_seed)
+      return mean, new_state, metrics, round_number + 1
+
+    finish = specs.tf_computation(noised, record_process.result_type,
+                                  query_state_spec,
+                                  tf.TensorSpec([], tf.int64))
+
+    @computations.federated_computation()
+    def init_fn():
+      return intrinsics.federated_zip(collections.OrderedDict(
+          query_state=intrinsics.federated_eval(initial_query_state,
+                                                ft.SERVER),
+          agg_state=record_process.initialize(),
+          noise_round=intrinsics.federated_value(
+              tf.constant(0, tf.int64), ft.SERVER)))
+
+    @computations.federated_computation(init_fn.type_signature.result,
+                                        ft.clients(value_type))
+    def next_fn(state, value):
+      clip = intrinsics.federated_broadcast(
+          intrinsics.federated_map(clip_of, state['query_state']))
+      records = intrinsics.federated_map(record, (clip, value))
+      output = record_process.next(state['agg_state'], records)
+      mean, query_state, metrics, noise_round = intrinsics.federated_map(
+          finish, (output.result, state['query_state'], state['noise_round']))
+      new_state = collections.OrderedDict(
+          query_state=query_state, agg_state=output.state,
+          noise_round=noise_round)
+      measurements = collections.OrderedDict(dp_query_metrics=metrics,
+                                             dp=output.measurements)
+      return measured.MeasuredProcessOutput(
+          intrinsics.federated_zip(new_state), mean,
+          intrinsics.federated_zip(measurements))
+
+    return aggregation_process.AggregationProcess(init_fn, next_fn)

@@ -1,0 +1,281 @@
+"""Encoded sums: clients' values summed at the server through lossy
+`GatherEncoder`s, tensor by tensor; TensorFlow Federated's `EncodedSumFactory`.
+
+`EncodedSum` holds the machinery that both `EncodedSumFactory` and the
+encoded weighted mean (`mean.build_encoded_mean_process`) run. The round is
+split as the canonical form runs it:
+
+- prepare (server): `get_params` from the encoder state; what clients need is
+  broadcast (C): the encode params (plus the decode params with error
+  feedback, since such a client decodes its own message).
+- work (each client): `encode` (the mean encodes `value * weight`, as TFF's
+  encoded mean does, so the sum of decoded messages divided by the sum of
+  weights is the weighted mean).
+- accumulate / merge (aggregation tier): `decode_before_sum`, sums of the
+  part-decoded values, of plain extra tensors (the mean's weight) and of the
+  client count, and the encoder state updates folded by their
+  `StateAggregationMode`s, all in one `federated_aggregate`.
+- update (server): `decode_after_sum` once, `update_state` from the
+  aggregated state updates.
+
+U carries exactly what must travel: the encoded tensors, the extra tensors,
+the state update tensors and any decode-before-sum params that are tensors
+(the aggregation tier has no other input; no shipped encoder has any, so U
+holds none). Python-valued params never travel.
+"""
+
+import tensorflow as tf
+
+from canonical.aggregators import broadcast
+from canonical.aggregators import factory
+from canonical.aggregators import sum_factory
+from canonical.core import computations
+from canonical.core import intrinsics
+from canonical.core import specs
+from canonical.core import types as ft
+from canonical import errors
+from canonical.templates import aggregation_process
+from canonical.templates import measured
+from encoders.core import encoding_stage
+from encoders.core import error_feedback as error_feedback_lib
+from encoders.core import gather_encoder
+from encoders.core import seeds
+from encoders import encoders as te_encoders
+
+tf_computation = specs.tf_computation
+
+COUNT_SPEC = tf.TensorSpec([], tf.int32)
+
+
+def _add(a, b):
+  return tf.nest.map_structure(tf.add, a, b)
+
+
+def _aggregate_spec(mode, spec):
+  """The spec of state updates of `spec` aggregated by `mode` (STACK adds a
+  row axis)."""
+  if mode == encoding_stage.StateAggregationMode.STACK:
+    return tf.TensorSpec([None] + spec.shape.as_list(), spec.dtype)
+  return tf.TensorSpec(spec.shape, spec.dtype)
+
+
+class EncodedSum:
+  """The pieces of one encoded sum of values like `value_spec`.
+
+  `prepare(*inputs)` (traced at each client, `inputs` of `input_specs`)
+  returns `(value to encode, extra)`: `extra` (of `extra_spec`) is summed
+  plainly beside the encoded value. `finish(sums, extra_sum)` (at the
+  server; `sums` one decoded tensor per encoder) makes the result. With
+  `error_feedback`, each client keeps a residual per tensor (what its lossy
+  encodings have dropped so far) and adds it to the next value it encodes
+  (`te.core.ErrorFeedback`); `initial_residual` makes zeros.
+  """
+
+  def __init__(self, value_spec, encoders, prepare, input_specs, extra_spec,
+               finish, error_feedback=False):
+    self.value_spec = value_spec
+    self.encoders = encoders
+    self.error_feedback = error_feedback
+    feedback = tuple(error_feedback_lib.ErrorFeedback(e) for e in encoders)
+    self._feedback = feedback
+
+    def initial_state():
+      # The round number seeds the encoders' noise (seeds.noise_round).
+      return (tuple(encoder.initial_state() for encoder in encoders),
+              tf.constant(0, tf.int64))
+
+    self.initialize = tf_computation(initial_state)
+    state_spec = specs.plain(self.initialize.result_spec)
+    self.state_spec = state_spec
+
+    def params_for_clients(state):
+      encoder_states, round_number = state
+      with seeds.noise_round(round_number):
+        params = [e.get_params(s) for e, s in zip(encoders, encoder_states)]
+      if not error_feedback:
+        params = [(encode_params, before_sum_params)
+                  for encode_params, before_sum_params, _ in params]
+      return tuple(params), round_number
+
+    self.client_params = tf_computation(params_for_clients, state_spec)
+    client_params_spec = specs.plain(self.client_params.result_spec)
+    num_inputs = len(input_specs)
+
+    def encode_at_client(*args):
+      inputs = args[:num_inputs]
+      params, round_number = args[num_inputs]
+      value, extra = prepare(*inputs)
+      flat = tf.nest.flatten(value)
+      messages, updates, residuals = [], [], []
+      for i, (encoder, x, p) in enumerate(zip(encoders, flat, params)):
+        with seeds.noise_round(round_number):
+          if error_feedback:
+            encoded, update, new_residual = feedback[i].encode(
+                x, tf.nest.flatten(args[num_inputs + 1])[i], p)
+            residuals.append(new_residual)
+          else:
+            encoded, update = encoder.encode(x, p[0])
+        messages.append((encoded, p[1]))
+        updates.append(update)
+      message = (tuple(messages), extra, tuple(updates))
+      if error_feedback:
+        return message, tf.nest.pack_sequence_as(value_spec, residuals)
+      return message
+
+    encode_specs = [*input_specs, client_params_spec]
+    if error_feedback:
+      encode_specs.append(value_spec)
+    self.encode = tf_computation(encode_at_client, *encode_specs)
+    message_spec = specs.plain(
+        self.encode.result_spec[0] if error_feedback else
+        self.encode.result_spec)
+
+    def decode_before_sum(messages):
+      return tuple(encoder.decode_before_sum(encoded, before_sum_params)
+                   for encoder, (encoded, before_sum_params)
+                   in zip(encoders, messages))
+
+    part_spec = specs.plain(tf_computation(decode_before_sum,
+                                           message_spec[0]).result_spec)
+    updates_spec = tuple(
+        tuple(_aggregate_spec(mode, spec) for mode, spec in zip(
+            e.state_update_aggregation_modes, e.state_update_specs))
+        for e in encoders)
+    accumulator_spec = (part_spec, extra_spec, COUNT_SPEC, updates_spec)
+
+    def zeros(spec):
+      return tf.nest.map_structure(lambda s: tf.zeros(s.shape, s.dtype), spec)
+
+    def zero():
+      return (zeros(part_spec), zeros(extra_spec), tf.constant(0),
+              tuple(e.state_update_zero() for e in encoders))
+
+    def accumulate(accumulator, message):
+      parts, extra, count, updates = accumulator
+      messages, client_extra, client_updates = message
+      return (_add(parts, decode_before_sum(messages)),
+              _add(extra, client_extra), count + 1,
+              tuple(e.accumulate_state_updates(a, u)
+                    for e, a, u in zip(encoders, updates, client_updates)))
+
+    def merge(a, b):
+      return (_add(a[0], b[0]), _add(a[1], b[1]), a[2] + b[2],
+              tuple(e.merge_state_updates(x, y)
+                    for e, x, y in zip(encoders, a[3], b[3])))
+
+    def report(accumulator):
+      return accumulator
+
+    self.aggregate = dict(
+        zero=tf_computation(zero),
+        accumulate=tf_computation(accumulate, accumulator_spec, message_spec),
+        merge=tf_computation(merge, accumulator_spec, accumulator_spec),
+        report=tf_computation(report, accumulator_spec))
+
+    def finish_at_server(state, total):
+      encoder_states, round_number = state
+      parts, extra, count, updates = total
+      sums = []
+      for encoder, s, part in zip(encoders, encoder_states, parts):
+        with seeds.noise_round(round_number):
+          _, _, after_sum_params = encoder.get_params(s)
+        sums.append(encoder.decode_after_sum(part, after_sum_params, count))
+      new_state = tuple(e.update_state(s, u)
+                        for e, s, u in zip(encoders, encoder_states, updates))
+      return (new_state, round_number + 1), finish(sums, extra)
+
+    self.finish = tf_computation(finish_at_server, state_spec,
+                                 accumulator_spec)
+
+  def initial_residual(self):
+    """A new client's residuals: zeros like the value."""
+    return tf.nest.pack_sequence_as(
+        self.value_spec, [f.initial_residual() for f in self._feedback])
+
+  def next(self, state, inputs, residual=None):
+    """One round, called while tracing a federated computation: `state` at
+    SERVER, `inputs` (a tuple of CLIENTS values) and, with error feedback,
+    `residual` at CLIENTS. Returns (new state, result) at SERVER, and with
+    error feedback the new residual at CLIENTS."""
+    params = intrinsics.federated_broadcast(
+        intrinsics.federated_map(self.client_params, state))
+    args = (*inputs, params) + ((residual,) if self.error_feedback else ())
+    encoded = intrinsics.federated_map(self.encode, args)
+    message, new_residual = encoded if self.error_feedback else (encoded,
+                                                                 None)
+    total = intrinsics.federated_aggregate(message, **self.aggregate)
+    new_state, result = intrinsics.federated_map(self.finish, (state, total))
+    if self.error_feedback:
+      return new_state, result, new_residual
+    return new_state, result
+
+
+class EncodedSumFactory(factory.UnweightedAggregationFactory):
+  """TFF's `EncodedSumFactory(encoder_fn)`: the sum of values encoded tensor
+  by tensor, `encoder_fn(tf.TensorSpec)` returning
+  `te.encoders.as_gather_encoder(encoder, spec)` for each tensor.
+
+  The process's state is `(encoder states, one per tensor, round number)`
+  (the round seeds the encoders' noise, purely); measurements are empty.
+  """
+
+  def __init__(self, encoder_fn):
+    if not callable(encoder_fn):
+      raise errors.InvalidTypeError(
+          f'EncodedSumFactory: encoder_fn must be a function of a '
+          f'tf.TensorSpec, got {type(encoder_fn).__name__}.')
+    self._encoder_fn = encoder_fn
+
+  @classmethod
+  def quantize_above_threshold(cls, quantization_bits=8, threshold=20000,
+                               **kwargs):
+    """Uniform quantization to `quantization_bits` bits of every tensor with
+    more than `threshold` elements; smaller tensors are summed as they are.
+    `kwargs` go to `te.encoders.uniform_quantization` (here: `stochastic`,
+    `seed`)."""
+    where = 'EncodedSumFactory.quantize_above_threshold'
+    if isinstance(quantization_bits, bool) or not isinstance(
+        quantization_bits, int) or not 1 <= quantization_bits <= 16:
+      raise errors.InvalidValueError(
+          f'{where}: quantization_bits must be an int in [1, 16], got '
+          f'{quantization_bits!r}.')
+    if isinstance(threshold, bool) or not isinstance(threshold, int) or (
+        threshold < 0):
+      raise errors.InvalidValueError(
+          f'{where}: threshold must be a non-negative int, got '
+          f'{threshold!r}.')
+
+    def encoder_fn(spec):
+      if spec.shape.num_elements() > threshold:
+        return te_encoders.as_gather_encoder(
+            te_encoders.uniform_quantization(quantization_bits, **kwargs),
+            spec)
+      return te_encoders.as_gather_encoder(te_encoders.identity(), spec)
+
+    return cls(encoder_fn)
+
+  def create(self, value_type):
+    where = 'EncodedSumFactory.create'
+    value_type = factory.value_type_of(value_type, where)
+    encoders = broadcast.encoders_for(value_type, self._encoder_fn,
+                                      gather_encoder.GatherEncoder, where)
+    encoded = EncodedSum(
+        value_type, encoders, prepare=lambda value: (value, ()),
+        input_specs=(value_type,), extra_spec=(),
+        finish=lambda sums, _: tf.nest.pack_sequence_as(value_type, sums))
+    state_spec = encoded.state_spec
+
+    @computations.federated_computation()
+    def init_fn():
+      return intrinsics.federated_eval(encoded.initialize, ft.SERVER)
+
+    @computations.federated_computation(ft.server(state_spec),
+                                        ft.clients(value_type))
+    def next_fn(state, value):
+      new_state, total = encoded.next(state, (value,))
+      return measured.MeasuredProcessOutput(
+          new_state, total, sum_factory.empty_at_server())
+
+    process = aggregation_process.AggregationProcess(init_fn, next_fn)
+    process.encoders = encoders
+    return process
