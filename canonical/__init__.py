@@ -22,8 +22,10 @@ from canonical.core.intrinsics import federated_max
 from canonical.core.intrinsics import federated_mean
 from canonical.core.intrinsics import federated_min
 from canonical.core.intrinsics import federated_secure_modular_sum
+from canonical.core.intrinsics import federated_secure_select
 from canonical.core.intrinsics import federated_secure_sum
 from canonical.core.intrinsics import federated_secure_sum_bitwidth
+from canonical.core.intrinsics import federated_select
 from canonical.core.intrinsics import federated_sum
 from canonical.core.intrinsics import federated_value
 from canonical.core.intrinsics import federated_zip

@@ -130,10 +130,10 @@ class Piece:
           f'called with arguments that do not fit: {e}') from e
 
   def input_signature(self):
-    return '(' + ', '.join(ft.describe(s) for s in self.input_specs) + ')'
+    return '(' + ', '.join(ft.form_text(s) for s in self.input_specs) + ')'
 
   def signature(self):
-    return f'{self.input_signature()} -> {ft.describe(self.output_spec)}'
+    return f'{self.input_signature()} -> {ft.form_text(self.output_spec)}'
 
   def op_count(self):
     graph_def = self.concrete_function.graph.as_graph_def()
@@ -320,14 +320,14 @@ class CanonicalForm:
       spec = getattr(self, name).output_spec
       if not isinstance(spec, (tuple, list)) or len(spec) != 2:
         raise FormError(f'Canonical form {self.name!r}: {name} must return a '
-                        f'pair {outputs}, it returns {ft.describe(spec)}.')
+                        f'pair {outputs}, it returns {ft.form_text(spec)}.')
     if self.has_client_state:
       data = self.work.input_specs[0]
       if not isinstance(data, (tuple, list)) or len(data) != 2:
         raise FormError(
             f'Canonical form {self.name!r}: with client state, work\'s first '
             'input must be a pair <client data, client state>, it is '
-            f'{ft.describe(data)}.')
+            f'{ft.form_text(data)}.')
 
   def _check_secure_sums(self):
     """With secure sums: U and R are marked pairs, the secure values are
@@ -342,17 +342,17 @@ class CanonicalForm:
     if getattr(u, '_fields', None) != ClientUpdate._fields:
       raise FormError(f'{where}: with secure sums, work must return U as a '
                       f'ClientUpdate(plain, secure), it returns '
-                      f'{ft.describe(u)}.')
+                      f'{ft.form_text(u)}.')
     secure = u.secure
     if (not isinstance(secure, tuple) or
         len(secure) != len(self.secure_sums)):
-      raise FormError(f'{where}: work sends {ft.describe(secure)} through '
+      raise FormError(f'{where}: work sends {ft.form_text(secure)} through '
                       f'the secure sums, expected {len(self.secure_sums)} '
                       'values (one per secure sum).')
     parameters = self.secure_parameters.output_spec
     if not isinstance(parameters, tuple) or len(parameters) != len(secure):
       raise FormError(f'{where}: secure_parameters returns '
-                      f'{ft.describe(parameters)}, expected one structure per '
+                      f'{ft.form_text(parameters)}, expected one structure per '
                       'secure sum.')
     for number, (entry, value, params) in enumerate(
         zip(self.secure_sums, secure, parameters)):
@@ -363,15 +363,15 @@ class CanonicalForm:
       if not leaves or not all(
           isinstance(leaf, tf.TensorSpec) and leaf.dtype.is_integer and
           leaf.shape.is_fully_defined() for leaf in leaves):
-        raise FormError(f'{what} sums {ft.describe(value)}: only integer '
+        raise FormError(f'{what} sums {ft.form_text(value)}: only integer '
                         'tensors of fully defined shapes can be summed '
                         'securely.')
       expected = tf.nest.map_structure(
           lambda _: tf.TensorSpec([], tf.int64), value)
       if not ft.same_member(params, expected):
         raise FormError(f'{what}: secure_parameters gives '
-                        f'{ft.describe(params)}, expected '
-                        f'{ft.describe(expected)} (one per tensor).')
+                        f'{ft.form_text(params)}, expected '
+                        f'{ft.form_text(expected)} (one per tensor).')
       if entry.static_parameters is not None and (
           len(entry.static_parameters) != len(leaves)):
         raise FormError(f'{what}: {len(entry.static_parameters)} static '
@@ -424,8 +424,72 @@ class CanonicalForm:
     for piece, what, actual, source, expected in checks:
       if not ft.same_member(actual, expected):
         raise FormError(f'Canonical form {self.name!r}: {piece}: {what} is '
-                        f'{ft.describe(actual)}, but {source} '
-                        f'{ft.describe(expected)}.')
+                        f'{ft.form_text(actual)}, but {source} '
+                        f'{ft.form_text(expected)}.')
+
+  # TFF 0.87's `MapReduceForm` names. prepare, work, zero, accumulate, merge,
+  # report and update are the pieces themselves; TFF's has no initialize
+  # (`tff.backends.mapreduce.get_state_initialization_computation`).
+
+  @property
+  def type_signature(self):
+    """TFF's type of the round the form runs: `(<S@SERVER,{D}@CLIENTS> ->
+    <S@SERVER,X@SERVER>)`, with the client state and the per-client outputs
+    where the form has them (unnamed: a form keeps no parameter names)."""
+    s = ft.server(self.state_spec)
+    parameter = [s, ft.clients(self.client_data_spec)]
+    result = [s, ft.server(self.update.output_spec[1])]
+    if self.has_client_state:
+      parameter.append(ft.clients(self.client_state_spec))
+      result.append(ft.clients(self.client_state_spec))
+    if self.has_client_outputs:
+      result.append(ft.clients(self.client_output_spec))
+    return ft.FunctionType(tuple(parameter), tuple(result))
+
+  @property
+  def securely_aggregates_tensors(self):
+    return self.has_secure_sums
+
+  @property
+  def secure_sum_bitwidth(self):
+    """`f(state=None)`: the bitwidth of each `federated_secure_sum_bitwidth`
+    (per tensor, as its value), in order; `state` is needed only for one
+    taking it from the server state (TFF's have none such)."""
+    return functools.partial(self._secure_parameters_of,
+                             secure_sums_lib.BITWIDTH)
+
+  @property
+  def secure_sum_max_input(self):
+    """As `secure_sum_bitwidth`, the max_input of each
+    `federated_secure_sum`."""
+    return functools.partial(self._secure_parameters_of,
+                             secure_sums_lib.MAX_INPUT)
+
+  @property
+  def secure_modular_sum_modulus(self):
+    """As `secure_sum_bitwidth`, the modulus of each
+    `federated_secure_modular_sum`."""
+    return functools.partial(self._secure_parameters_of,
+                             secure_sums_lib.MODULAR)
+
+  def _secure_parameters_of(self, kind, state=None):
+    found = []
+    for number, entry in enumerate(self.secure_sums):
+      if entry.kind != kind:
+        continue
+      if entry.static_parameters is not None:
+        flat = list(entry.static_parameters)
+      elif state is None:
+        raise FormError(
+            f'Canonical form {self.name!r}: secure sum {number} '
+            f'({entry.describe()}) takes its parameter from the server '
+            'state; pass the state.')
+      else:
+        flat = [int(p) for p in tf.nest.flatten(
+            self.secure_parameters(state)[number])]
+      found.append(tf.nest.pack_sequence_as(
+          self.secure_update_spec[number], flat))
+    return tuple(found)
 
   def bits(self, spec):
     try:
@@ -458,10 +522,10 @@ class CanonicalForm:
                    f'{_human_bits(self.bits(self.client_state_spec))}')
     if self.has_client_outputs:
       lines.append(f'  client outputs (per client, in Y): '
-                   f'{ft.describe(self.client_output_spec)}')
+                   f'{ft.form_text(self.client_output_spec)}')
     for number, entry in enumerate(self.secure_sums):
       lines.append(f'  secure sum {number}: {entry.describe()} on '
-                   f'{ft.describe(self.secure_update_spec[number])}')
+                   f'{ft.form_text(self.secure_update_spec[number])}')
     for tensor, encoder in self.encoders.items():
       lines.append(f'  encoder {tensor}: {encoder}')
     text = '\n'.join(lines)
@@ -477,3 +541,7 @@ def _human_bits(bits):
     if bits >= size:
       return f'{bits} bits ({bits / size:.2f} {unit})'
   return f'{bits} bits'
+
+
+# TFF 0.87's name for the form (`tff.backends.mapreduce.MapReduceForm`).
+MapReduceForm = CanonicalForm

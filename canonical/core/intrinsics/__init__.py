@@ -18,6 +18,8 @@ from canonical.core.intrinsics import registry
 from canonical.core.intrinsics.secure_sums import federated_secure_modular_sum
 from canonical.core.intrinsics.secure_sums import federated_secure_sum
 from canonical.core.intrinsics.secure_sums import federated_secure_sum_bitwidth
+from canonical.core.intrinsics.selects import federated_secure_select
+from canonical.core.intrinsics.selects import federated_select
 from canonical.core.intrinsics.sequences import sequence_map
 from canonical.core.intrinsics.sequences import sequence_reduce
 from canonical.core.intrinsics.sequences import sequence_sum
@@ -29,8 +31,9 @@ from canonical.core.ir import select
 __all__ = [
     'federated_aggregate', 'federated_apply', 'federated_broadcast',
     'federated_eval', 'federated_map', 'federated_max', 'federated_mean',
-    'federated_min', 'federated_secure_modular_sum', 'federated_secure_sum',
-    'federated_secure_sum_bitwidth', 'federated_sum', 'federated_value',
+    'federated_min', 'federated_secure_modular_sum', 'federated_secure_select',
+    'federated_secure_sum', 'federated_secure_sum_bitwidth',
+    'federated_select', 'federated_sum', 'federated_value',
     'federated_zip', 'registry', 'select', 'sequence_map', 'sequence_reduce',
     'sequence_sum',
 ]

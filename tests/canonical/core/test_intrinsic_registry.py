@@ -162,6 +162,29 @@ def _secure_program():
                                                tf.constant(6.0)]
 
 
+def _select_program():
+  """federated_select, federated_secure_select."""
+  table = tf.TensorSpec([3], tf.float32)
+  pick = cf.tf_computation(lambda t, k: t[k], table, tf.int32)
+
+  @cf.tf_computation(tf.data.DatasetSpec(F))
+  def total(values):
+    return values.reduce(0.0, lambda a, v: a + v)
+
+  @cf.federated_computation(cf.server(table),
+                            cf.clients(tf.TensorSpec([2], tf.int32)))
+  def next_fn(state, keys):
+    max_key = cf.federated_value(np.int32(2), cf.SERVER)
+    plain = cf.federated_select(keys, max_key, state, pick)
+    secure = cf.federated_secure_select(keys, max_key, state, pick)
+    return state, (cf.federated_sum(cf.federated_map(total, plain)),
+                   cf.federated_sum(cf.federated_map(total, secure)))
+
+  init = cf.tf_computation(lambda: tf.constant([1.0, 2.0, 4.0]))
+  return cf.IterativeProcess(init, next_fn), [tf.constant([0, 2]),
+                                              tf.constant([1, 1])]
+
+
 _PROGRAMS = {
     'plain': (_plain_program, {
         'federated_broadcast', 'federated_map', 'federated_apply',
@@ -173,6 +196,8 @@ _PROGRAMS = {
     'secure': (_secure_program, {'federated_secure_sum_bitwidth',
                                  'federated_secure_sum',
                                  'federated_secure_modular_sum'}),
+    'select': (_select_program, {'federated_select',
+                                 'federated_secure_select'}),
 }
 
 
