@@ -3,8 +3,9 @@
 `driver/` runs and resumes rounds and commits them (`run`, the run directory,
 its lock, the TensorBoard log); `pipeline/` is a round's Beam pipeline and its
 steps; `engines/` where they run (in process, DirectRunner, Dask); `worker_io/`
-what workers read and write (forms, client data, tensors, the sandbox);
-`secure/` a round's secure sums; `options` the command lines' flags.
+what workers read and write (forms, client data, tensors, per-client
+outputs, the sandbox); `secure/` a round's secure sums; `options` the command
+lines' flags.
 """
 
 from beam_runner.driver.run_dir import CommitConflict
@@ -12,6 +13,7 @@ from beam_runner.driver.run_dir import RunDir
 from beam_runner.driver.run_dir import RunDirError
 from beam_runner.driver.run_lock import RunLocked
 from beam_runner.driver.runner import RoundError
+from beam_runner.driver.runner import read_client_outputs
 from beam_runner.driver.runner import run
 from beam_runner.driver.runner import RunResult
 from beam_runner.driver.runner import sample_clients
@@ -21,6 +23,8 @@ from beam_runner.worker_io.client_data import ClientDataError
 from beam_runner.worker_io.client_data import InMemoryClientData
 from beam_runner.worker_io.client_data import TFRecordClientData
 from beam_runner.worker_io.client_data import write_client_data
+from beam_runner.worker_io.client_outputs import ClientOutputs
+from beam_runner.worker_io.client_outputs import RoundOutputs
 from beam_runner.worker_io.form_source import FormSource
 from beam_runner.worker_io.sandbox import Isolation
 from canonical import _moved

@@ -13,7 +13,7 @@ knows is an error, not silently dropped. Without `--runner`, rounds run on
 Beam's in-process runner; `--runner DaskRunner` runs them on a Dask cluster.
 Bad input (and an engine or storage that cannot be reached) exits with
 status 2, a round that fails with status 1; progress lines go to stderr, the
-summary to stdout.
+summary to stdout (with per-client outputs, where they were written).
 """
 
 import argparse
@@ -135,6 +135,12 @@ def run_command(args, flags):
       result.rounds)
   print(f'{result.rounds} rounds committed in {result.output_dir}; state: '
         f'{state}')
+  if result.client_outputs is not None and result.rounds:
+    last = result.client_outputs[result.rounds]
+    print(f'per-client outputs of rounds 1-{result.rounds}: one directory '
+          f'per round, round {result.rounds}\'s in {last.directory} '
+          f'({len(last)} clients); read them with '
+          f'beam_runner.read_client_outputs({result.output_dir!r})')
 
 
 def write_clients_command(args, flags):

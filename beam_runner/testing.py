@@ -6,7 +6,8 @@ through `beam_runner.run` on Beam's in-process runner, the DirectRunner, or
 any engine `pipeline_options` name (a Dask cluster, for one). The reference sees exactly the
 clients the runner sampled in each round (read back from the run's committed
 rounds) and, with client state, the state each client left the last time it
-was sampled. The first round and tensor where the two differ is reported.
+was sampled; per-client outputs are compared client by client. The first
+round and tensor where the two differ is reported.
 """
 
 import os
@@ -97,12 +98,12 @@ def assert_rounds_match(process, client_data, rounds=3, clients_per_round=None,
                         progress=lambda line: None,
                         clients_per_element=clients_per_element)
     _compare_runs(process, form, data, rounds, run_dir.RunDir(out, storage),
-                  mode, rtol, atol, check_local)
+                  mode, rtol, atol, check_local, result.client_outputs)
   return result
 
 
 def _compare_runs(process, form, data, rounds, run, mode, rtol, atol,
-                  check_local):
+                  check_local, client_outputs=None):
   kept_paths = run.client_state_paths()
   state = process.initialize.invoke()
   _compare(tensor_io.read_tensors(run.state_path(0), form.state_spec,
@@ -130,6 +131,9 @@ def _compare_runs(process, form, data, rounds, run, mode, rtol, atol,
              f'{mode}, {where}: server state', reference=True)
     _compare_metrics(outcome['metrics'], expected[1], rtol, atol,
                      f'{mode}, {where}: metrics')
+    if client_outputs is not None:
+      _compare_outputs(client_outputs[number], ids, expected[2], rtol, atol,
+                       f'{mode}, {where}')
     if check_local:
       local = _local_round(form, local_state, values, ids, local_kept)
       what = f'local loop (canonical.run_round), {where}'
@@ -137,6 +141,9 @@ def _compare_runs(process, form, data, rounds, run, mode, rtol, atol,
                reference=True)
       _compare(local[1], expected[1], rtol, atol, f'{what}: metrics',
                reference=True)
+      if form.has_client_outputs:
+        _compare(local[2], expected[2], rtol, atol,
+                 f'{what}: per-client outputs', reference=True)
       local_state = local[0]
     state = expected[0]
     last_round.update((i, number) for i in ids)
@@ -157,21 +164,36 @@ def _compare_runs(process, form, data, rounds, run, mode, rtol, atol,
 
 
 def _reference_round(process, state, values, ids, kept):
+  """(state, metrics, per-client outputs or None) by the plain meaning."""
   if not process.has_client_state:
-    return reference.run_round(process, state, values)
-  new_state, metrics, states = reference.run_round(
-      process, state, values, [kept.get(i) for i in ids])
-  kept.update(zip(ids, states))
-  return new_state, metrics
+    result = reference.run_round(process, state, values)
+  else:
+    result = reference.run_round(process, state, values,
+                                 [kept.get(i) for i in ids])
+    kept.update(zip(ids, result[2]))
+  return result[:2] + (result[-1] if process.has_client_outputs else None,)
 
 
 def _local_round(form, state, values, ids, kept):
+  """(state, metrics, per-client outputs or None) by the local loop."""
   if not form.has_client_state:
-    return canonical.run_round(form, state, values)
-  new_state, metrics, states = canonical.run_round(
-      form, state, values, [kept.get(i) for i in ids])
-  kept.update(zip(ids, states))
-  return new_state, metrics
+    result = canonical.run_round(form, state, values)
+  else:
+    result = canonical.run_round(form, state, values,
+                                 [kept.get(i) for i in ids])
+    kept.update(zip(ids, result[2]))
+  return result[:2] + (result[-1] if form.has_client_outputs else None,)
+
+
+def _compare_outputs(outputs, ids, expected, rtol, atol, where):
+  """A round's outputs on Beam (client id -> value) against the
+  reference's list, one per sampled client."""
+  if list(outputs) != list(ids):
+    raise AssertionError(f'{where}: per-client outputs of clients '
+                         f'{list(outputs)}, the reference of {list(ids)}.')
+  for client, value in zip(ids, expected):
+    _compare(outputs[client], value, rtol, atol,
+             f'{where}: outputs of client {client!r}', reference=True)
 
 
 def _compare_metrics(beam_metrics, expected, rtol, atol, what):

@@ -6,10 +6,13 @@
         outcome.json                 metrics, clients ok and dropped, bits, seconds
         clients.json                 the sampled clients, and which were dropped
         client_states/<client>.tensors   the state each successful client left
+        client_outputs.json          with per-client outputs: their index
+        client_outputs/<batch>-<part>.tfrecord   and the outputs, by client
         secure/                      a round's secure-sum messages (until commit)
     client_secrets/<client>.key      each client's own secret, with secure sums
     commits/<r>.json                 the commit of round r: names its attempt,
                                      with the SHA-256 of its JSON files
+                                     (the outputs' index among them)
     lock.json                        the lease of the driver running (run_lock.py)
     metrics.jsonl, tensorboard/      views of the committed rounds, rebuilt on resume
 
@@ -25,6 +28,7 @@ deleted once their round is committed.
 Every committed file is checked when read: tensor files end with a CRC-32
 (worker_io/tensor_io.py), the JSON files against the digests their commit
 recorded; a damaged one is an error naming it, never a silently different run.
+Per-client outputs (worker_io/client_outputs.py) are checked as they are read.
 """
 
 import hashlib
@@ -32,6 +36,7 @@ import json
 import uuid
 
 from beam_runner.worker_io import client_data
+from beam_runner.worker_io import client_outputs
 from canonical import errors
 from canonical import io as storage_lib
 
@@ -108,6 +113,9 @@ class Attempt:
     self.broadcast_path = storage_lib.join(self.directory, BROADCAST_FILE)
     # A round with secure sums: the protocol's messages (secure/round.py).
     self.secure_directory = storage_lib.join(self.directory, SECURE_DIR)
+    # A form with per-client outputs: their index and part files.
+    self.client_outputs_path = storage_lib.join(self.directory,
+                                                client_outputs.INDEX_FILE)
 
   def client_state_path(self, client_id):
     return storage_lib.join(self.directory, CLIENT_STATES_DIR,
@@ -228,6 +236,24 @@ class RunDir:
     except ValueError as e:
       raise damaged(path, f'not JSON ({e})') from None
 
+  def has_client_outputs(self):
+    """Whether a committed round has per-client outputs (its commit
+    recorded their index)."""
+    self._commits()
+    return any(client_outputs.INDEX_FILE in digests
+               for digests in self._digests.values())
+
+  def client_outputs_index(self, round_number):
+    """The index of a committed round's per-client outputs, checked."""
+    return self._committed_json(round_number, client_outputs.INDEX_FILE)
+
+  def damaged_output(self, path, round_number, problem):
+    """The error for a damaged part file of a round's outputs."""
+    return RunDirError(
+        f'{path} is damaged: {problem}. It holds per-client outputs of '
+        f'round {round_number} of {self.directory!r}; restore it (from a '
+        'backup or the copy you made) to read them.')
+
   def clients(self, round_number):
     """The clients sampled in a committed round."""
     return self._clients_record(round_number)['sampled']
@@ -279,15 +305,18 @@ class RunDir:
         'drivers must not run in one output directory. This one stops; '
         'nothing of its attempt is used.')
 
-  def commit(self, attempt):
+  def commit(self, attempt, with_client_outputs=False):
     """Makes the attempt the round's result, atomically, unless another
     driver committed the round first (CommitConflict; this attempt is then
-    deleted)."""
+    deleted). `with_client_outputs`: the attempt has an outputs index, whose
+    digest the commit records too."""
     marker = self._marker(attempt.round)
+    names = (OUTCOME_FILE, CLIENTS_FILE) + (
+        (client_outputs.INDEX_FILE,) if with_client_outputs else ())
     try:
       digests = {name: hashlib.sha256(self.storage.read_bytes(
           storage_lib.join(attempt.directory, name))).hexdigest()
-                 for name in (OUTCOME_FILE, CLIENTS_FILE)}
+                 for name in names}
     except storage_lib.NotFound:
       self.check_not_taken(attempt)  # Deleted as another driver's leftover?
       raise

@@ -13,6 +13,11 @@ Dask, whose warm workers make a pipeline cheap anyway). The pace is that of
 this run's last pipeline, or of the rounds already committed on the same
 engine; with neither, the first pipeline runs one round. Every round is
 still committed on its own.
+
+A form whose `next` returns per-client outputs has them written by the
+clients' workers and committed with their round (`worker_io/client_outputs.
+py`); `RunResult.client_outputs` and `read_client_outputs` read them back
+lazily, round -> client id -> value.
 """
 
 import dataclasses
@@ -29,11 +34,11 @@ from beam_runner import engines
 from beam_runner.pipeline import round as round_pipeline
 from beam_runner.secure import round as secure_round
 from beam_runner.worker_io import client_data as client_data_lib
+from beam_runner.worker_io import client_outputs as client_outputs_lib
 from beam_runner.worker_io import form_source
 from beam_runner.worker_io import sandbox
 from beam_runner.worker_io import tensor_io
 import canonical
-from canonical.core import types as ft
 from canonical import errors
 from canonical import form as form_lib
 from canonical import io as storage_lib
@@ -56,6 +61,9 @@ class RunResult:
   rounds: int            # The number of that round (0: only initialized).
   outcomes: list         # One dict per committed round 1..rounds.
   output_dir: str
+  # With per-client outputs: round -> {client id: outputs}, read lazily
+  # (`client_outputs_lib.ClientOutputs`); None for a form without them.
+  client_outputs: 'client_outputs_lib.ClientOutputs | None' = None
 
 
 # Least values of run's integer arguments (None: the default, for _OPTIONAL).
@@ -154,7 +162,9 @@ def run(form_or_path: 'form_lib.CanonicalForm | str',
   Each committed round's outcome (metrics, clients ok and dropped with
   reasons, bits broadcast and aggregated, clients per worker, seconds per
   stage) becomes a line of `output_dir/metrics.jsonl` and TensorBoard
-  scalars in `output_dir/tensorboard`.
+  scalars in `output_dir/tensorboard`. A form whose `next` returns
+  per-client outputs keeps each round's in that round's attempt (committed
+  with it); `RunResult.client_outputs[round][client id]` reads them.
   """
   _check_arguments(non_finite, rounds=rounds,
                    clients_per_round=clients_per_round, seed=seed,
@@ -187,11 +197,7 @@ def run(form_or_path: 'form_lib.CanonicalForm | str',
   source = form_source.FormSource.of(form_or_path, storage=storage)
   form = source.get()
   if form.has_client_outputs:
-    raise form_lib.FormError(
-        f'Form {form.name!r} returns per-client outputs '
-        f'({ft.describe(form.client_output_spec)}), which the Beam runner '
-        'does not keep yet; run it with canonical.run_round, or return '
-        'only server state, metrics and client state from next.')
+    client_outputs_lib.check_spec(form)
   for name, value in (('secure_threshold', secure_threshold),
                       ('secure_neighbors', secure_neighbors)):
     if value is not None and not form.has_secure_sums:
@@ -241,7 +247,29 @@ def run(form_or_path: 'form_lib.CanonicalForm | str',
   return RunResult(
       state=tensor_io.read_tensors(out.state_path(last), form.state_spec,
                                    'server state', storage),
-      rounds=last, outcomes=loop.outcomes, output_dir=out.directory)
+      rounds=last, outcomes=loop.outcomes, output_dir=out.directory,
+      client_outputs=client_outputs_lib.ClientOutputs(
+          out, form.client_output_spec) if form.has_client_outputs else None)
+
+
+def read_client_outputs(output_dir: str, pipeline_options=None
+                        ) -> 'client_outputs_lib.ClientOutputs':
+  """The per-client outputs of a run's committed rounds: round -> {client
+  id: outputs}, read lazily (as `RunResult.client_outputs`; no form
+  needed: each round recorded their structure). `pipeline_options` reach
+  the storage (an S3 endpoint, say).
+  """
+  storage = storage_lib.storage_for(
+      engines.pipeline_options_of(pipeline_options))
+  out = run_dir.RunDir(output_dir, storage)
+  if not storage.exists(storage_lib.join(out.directory, run_dir.RUN_FILE)):
+    raise run_dir.RunDirError(f'{out.directory!r} holds no run (no '
+                              f'{run_dir.RUN_FILE}).')
+  if not out.has_client_outputs():
+    raise run_dir.RunDirError(
+        f'The run in {out.directory!r} has no per-client outputs: its form '
+        'returns none, or no round is committed yet.')
+  return client_outputs_lib.ClientOutputs(out)
 
 
 class _PipelineSizer:
@@ -429,6 +457,11 @@ class _RoundLoop:
     dropped = set(raw['dropped_ids'])
     self.storage.write_bytes(attempt.clients_path, json.dumps(
         {'sampled': plan.sampled, 'dropped': sorted(dropped)}).encode())
+    if self.form.has_client_outputs:
+      self.storage.write_bytes(attempt.client_outputs_path, json.dumps(
+          client_outputs_lib.index(self.form.client_output_spec,
+                                   raw['client_output_parts'], plan.sampled,
+                                   dropped)).encode())
     stages = outcome['stage_seconds']
     if evaluation is not None:
       stages['evaluate'] = round(evaluate_seconds, 4)
@@ -439,7 +472,7 @@ class _RoundLoop:
     self.storage.write_bytes(attempt.outcome_path,
                              json.dumps(outcome).encode())
     self.lock.check()
-    self.out.commit(attempt)
+    self.out.commit(attempt, self.form.has_client_outputs)
     self._replace_client_states(plan, dropped)
     self.outcomes.append(outcome)
     self.out.write_metrics(self.outcomes)

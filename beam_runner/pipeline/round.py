@@ -46,6 +46,7 @@ import tensorflow as tf
 
 from beam_runner.pipeline import steps
 from beam_runner.worker_io import client_data as client_data_lib
+from beam_runner.worker_io import client_outputs as client_outputs_lib
 from beam_runner.worker_io import sandbox
 from beam_runner.worker_io import tensor_io
 from canonical import errors
@@ -137,7 +138,7 @@ class _FormFn(steps.AnyOutput):
 
 def empty_stats():
   return {'ok': 0, 'bits': 0, 'seconds': 0.0, 'dropped': [], 'workers': {},
-          'advertisements': []}
+          'advertisements': [], 'outputs': []}
 
 
 def merge_stats(stats, more):
@@ -146,6 +147,7 @@ def merge_stats(stats, more):
   stats['seconds'] += more['seconds']
   stats['dropped'] += more['dropped']
   stats['advertisements'] += more['advertisements']
+  stats['outputs'] += more.get('outputs', [])
   for worker, count in more['workers'].items():
     stats['workers'][worker] = stats['workers'].get(worker, 0) + count
   return stats
@@ -180,7 +182,9 @@ _BROADCAST_LOCK = threading.Lock()
 
 
 class WorkFn(_FormFn, beam.DoFn):
-  """A batch of clients: <D, C> -> <U, Y> each; yields one partial aggregate."""
+  """A batch of clients: <D, C> -> <U, Y> each; yields one partial
+  aggregate. Y's client state and per-client outputs are written to the
+  attempt (the outputs in part files: `worker_io/client_outputs.py`)."""
 
   def __init__(self, source, data_source, attempt, non_finite='drop',
                secure=None):
@@ -213,12 +217,14 @@ class WorkFn(_FormFn, beam.DoFn):
     inputs = _in_order(self._inputs, tasks, REMOTE_READS if remote else 0)
     keeper = None if self._secure is None else self._secure.keeper(form,
                                                                    tasks)
+    writer = form.has_client_outputs and client_outputs_lib.Writer(
+        self._attempt, client_data_lib.file_name(tasks[0].client_id))
     for task, (read, seconds) in zip(tasks, inputs):
       start = time.perf_counter()
       try:
         if isinstance(read, ClientDropped):
           raise read
-        update, bits = self._work(task, read, c)
+        update, bits, outputs = self._work(task, read, c)
         if self._secure is not None:
           # It keeps its U and advertises its keys; its U goes with its
           # masked input (secure_round.MaskFn), if it gets that far.
@@ -227,6 +233,8 @@ class WorkFn(_FormFn, beam.DoFn):
       except ClientDropped as e:
         stats['dropped'].append([task.client_id, e.reason, str(e)])
         continue
+      if writer:
+        writer.add(task.client_id, outputs)
       worked += 1
       stats['seconds'] += seconds + time.perf_counter() - start
       if self._secure is None:
@@ -237,6 +245,8 @@ class WorkFn(_FormFn, beam.DoFn):
         stats['bits'] += bits
     if keeper is not None:
       keeper.close()
+    if writer:
+      stats['outputs'] = writer.close()
     if worked:
       stats['workers'][worker_id()] = worked
     yield [None if accumulator is None else tensor_io.flatten(accumulator),
@@ -264,11 +274,11 @@ class WorkFn(_FormFn, beam.DoFn):
     return data, time.perf_counter() - start
 
   def _work(self, task, data, c):
-    """The client's U and its bits (its new state written); raises
-    ClientDropped."""
+    """The client's U, its bits and its per-client outputs (None without
+    them; its new state written); raises ClientDropped."""
     form = self.form()
     try:
-      update, new_client_state = form.work(data, c)
+      update, y = form.work(data, c)
     except (tf.errors.DataLossError, tf.errors.NotFoundError,
             client_data_lib.ClientDataError) as e:  # Datasets read lazily.
       raise ClientDropped(UNREADABLE, _message(e)) from e
@@ -276,6 +286,7 @@ class WorkFn(_FormFn, beam.DoFn):
       raise ClientDropped(e.reason, e.detail) from e
     except Exception as e:  # pylint: disable=broad-except
       raise ClientDropped(WORK_FAILED, _message(e)) from e
+    new_client_state, outputs = form.split_client_result(y)
     arrays = tensor_io.flatten(update)
     values = 'NaN' if self._non_finite == 'drop_nan' else 'NaN or Inf'
     if not acceptable(arrays, self._non_finite):
@@ -288,7 +299,7 @@ class WorkFn(_FormFn, beam.DoFn):
       tensor_io.write_tensors(
           self._attempt.client_state_path(task.client_id), new_client_state,
           storage=self._attempt.storage)
-    return update, tensor_io.bits(arrays)
+    return update, tensor_io.bits(arrays), outputs
 
   def _client_state(self, task):
     form = self.form()
@@ -451,6 +462,7 @@ def round_stats(stats, sampled):
       'bits_aggregated': stats['bits'],
       'client_work_seconds': stats['seconds'],
       'clients_per_worker': dict(sorted(stats['workers'].items())),
+      'client_output_parts': stats.get('outputs', []),
   }
 
 

@@ -258,3 +258,98 @@ def secure_sums_process():
     return new_state, metrics
 
   return cf.IterativeProcess(secure_state_init, next_fn)
+
+
+# ----------------------------------------------------------------------------
+# Per-client outputs: a last CLIENTS value `next` returns (the form's Y)
+
+
+@cf.tf_computation(F2, F)
+def _squared_distance(data, center):
+  return tf.reduce_sum(tf.square(data - center))
+
+
+@cf.tf_computation(F2)
+def _size(data):
+  return tf.size(data)
+
+
+@cf.tf_computation(F2)
+def _mean_of(data):
+  return tf.reduce_mean(data)
+
+
+def client_outputs_process():
+  """Per-client outputs without client state: each client's squared
+  distance to the broadcast state and its size; the state moves to the
+  mean of the clients' means."""
+
+  @cf.federated_computation(cf.server(F), cf.clients(F2))
+  def next_fn(state, data):
+    losses = cf.federated_map(_squared_distance,
+                              (data, cf.federated_broadcast(state)))
+    per_client = {'loss': losses, 'size': cf.federated_map(_size, data)}
+    return (cf.federated_mean(cf.federated_map(_mean_of, data)),
+            cf.federated_mean(losses), per_client)
+
+  return cf.IterativeProcess(cf.tf_computation(lambda: tf.constant(0.0)),
+                             next_fn)
+
+
+def client_outputs_with_state_process():
+  """Per-client outputs and client state: each client keeps (rounds joined,
+  a running total of its data scaled by the broadcast state) and outputs
+  both, the total doubled; the server state counts rounds from 1."""
+  client_spec = (I, F)
+
+  @cf.tf_computation(F2, client_spec, F)
+  def step(data, client_state, scale):
+    count, total = client_state
+    return count + 1, total + scale * tf.reduce_sum(data)
+
+  @cf.tf_computation(client_spec)
+  def report(client_state):
+    return {'joined': client_state[0], 'doubled': 2.0 * client_state[1]}
+
+  @cf.tf_computation(client_spec)
+  def total_of(client_state):
+    return client_state[1]
+
+  @cf.tf_computation(F)
+  def next_scale(state):
+    return state + 1.0
+
+  @cf.federated_computation(cf.server(F), cf.clients(F2),
+                            cf.clients(client_spec))
+  def next_fn(state, data, client_state):
+    new_client_state = cf.federated_map(
+        step, (data, client_state, cf.federated_broadcast(state)))
+    return (cf.federated_map(next_scale, state),
+            cf.federated_sum(cf.federated_map(total_of, new_client_state)),
+            new_client_state, cf.federated_map(report, new_client_state))
+
+  return cf.IterativeProcess(
+      cf.tf_computation(lambda: tf.constant(1.0)), next_fn,
+      client_state_initializer=cf.tf_computation(
+          lambda: (tf.constant(0), tf.constant(0.0))))
+
+
+@cf.tf_computation(SECURE_STATE, I3, F)
+def _secure_outputs_update(state, by_bits, mean):
+  return {'w': state['w'] + mean, 'bits': state['bits'] + 1}, by_bits
+
+
+def secure_sum_with_outputs_process():
+  """A secure sum and a plain mean, and each client's total as its
+  per-client output."""
+
+  @cf.federated_computation(cf.server(SECURE_STATE), cf.clients(I3))
+  def next_fn(state, data):
+    by_bits = cf.federated_secure_sum_bitwidth(
+        data, cf.federated_map(state_bits, state))
+    totals = cf.federated_map(total_as_float, data)
+    new_state, metrics = cf.federated_map(
+        _secure_outputs_update, (state, by_bits, cf.federated_mean(totals)))
+    return new_state, metrics, totals
+
+  return cf.IterativeProcess(secure_state_init, next_fn)

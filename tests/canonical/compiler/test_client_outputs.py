@@ -6,7 +6,6 @@ client_outputs)`. The reference executor and the local runner return them,
 one per client, after everything else; saved forms keep them.
 """
 
-import os
 
 import numpy as np
 import pytest
@@ -208,14 +207,3 @@ def test_hand_made_form_with_a_malformed_client_result():
   with pytest.raises(cf.FormError, match='work: its new client state is '
                      'int32'):
     cf.CanonicalForm(name='hand', **pieces)
-
-
-def test_beam_runner_refuses_per_client_outputs_before_any_round(tmp_path):
-  import beam_runner  # pylint: disable=g-import-not-at-top
-  form = cf.compile(_outputs_process())
-  clients = {str(i): d for i, d in enumerate(DATA)}
-  with pytest.raises(form_lib.FormError,
-                     match='per-client outputs.*does not keep yet'):
-    beam_runner.run(form, clients, rounds=1, clients_per_round=3,
-                    output_dir=str(tmp_path / 'run'))
-  assert not os.listdir(tmp_path) or not os.listdir(tmp_path / 'run')
