@@ -493,7 +493,7 @@ class FederatedComputation:
     tf_computation's result, computed when the computation runs."""
     if isinstance(leaf, (ir.Value, ir.Unplaced)):
       return leaf
-    location = naming.user_location()
+    location = self.location  # The user's return line is gone by now.
     try:
       constant = np.asarray(leaf)
       if constant.dtype == object:
@@ -508,8 +508,9 @@ class FederatedComputation:
       dtype = None  # TensorFlow's defaults for Python numbers: int32, float32.
       constant = leaf
     return ir.Unplaced(TFComputation(
-        lambda: tf.constant(constant, dtype=dtype), (), name='constant',
-        location=location), location)
+        lambda: tf.constant(constant, dtype=dtype), (),
+        name=f'constant {naming.describe_object(leaf)}', location=location),
+                       location)
 
   @property
   def result_types(self):

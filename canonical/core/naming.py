@@ -23,14 +23,16 @@ def dims(shape):
   return ','.join('?' if d is None else str(d) for d in shape.as_list())
 
 
-def describe(member):
+def describe(member, sorted_keys=False):
   """A member structure (or placed type, or structure of them) as TensorFlow
   Federated prints types: `float32`, `int32[?,2]`, `<x=float32,y=int32>`,
-  `float32*` for a sequence, `{float32}@CLIENTS`."""
+  `float32*` for a sequence, `{float32}@CLIENTS`. Mappings keep their order
+  unless `sorted_keys` (a form's texts: a loaded form's dicts come back in
+  any order)."""
 
   def leaf(spec):
     if isinstance(spec, tf.data.DatasetSpec):
-      element = describe(spec.element_spec)
+      element = describe(spec.element_spec, sorted_keys)
       return f'{element}*'
     if isinstance(spec, tf.TensorSpec):
       # TFF 0.87 names dtypes as numpy does: tf.string is numpy's str.
@@ -41,14 +43,23 @@ def describe(member):
     return str(spec)  # A placed type, or a function type.
 
   if isinstance(member, collections.abc.Mapping):
-    return '<' + ','.join(f'{k}={describe(v)}' for k, v in member.items()) + '>'
+    keys = sorted(member) if sorted_keys else list(member)
+    return '<' + ','.join(f'{k}={describe(member[k], sorted_keys)}'
+                          for k in keys) + '>'
   fields = getattr(member, '_fields', None)
   if fields is not None and isinstance(member, tuple):
-    return '<' + ','.join(f'{k}={describe(v)}'
+    return '<' + ','.join(f'{k}={describe(v, sorted_keys)}'
                           for k, v in zip(fields, member)) + '>'
   if isinstance(member, (list, tuple)):
-    return '<' + ','.join(describe(v) for v in member) + '>'
+    return '<' + ','.join(describe(v, sorted_keys) for v in member) + '>'
   return leaf(member)
+
+
+def form_text(member):
+  """`describe` with mapping keys sorted: what a form's texts (signatures,
+  summaries, fingerprints) say, the same after a save and load, whose dicts
+  come back in any order."""
+  return describe(member, sorted_keys=True)
 
 
 @dataclasses.dataclass(frozen=True)

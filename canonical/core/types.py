@@ -17,6 +17,7 @@ from tensorflow.python.util import nest
 
 from canonical.core import naming
 from canonical.core.naming import describe
+from canonical.core.naming import form_text
 from canonical import errors
 
 
@@ -361,6 +362,16 @@ class FunctionType:
     return f'({parameter} -> {describe(self.result)})'
 
 
+class Parameters(dict):
+  """A computation's several parameter types, by name or (as in TFF's
+  struct) by position."""
+
+  def __getitem__(self, key):
+    if isinstance(key, int) and not isinstance(key, bool):
+      return list(self.values())[key]
+    return super().__getitem__(key)
+
+
 def parameter_of(types, names):
   """TFF's parameter type of a computation taking `types` (one per Python
   parameter named `names`): None, the one type, or a struct named by them."""
@@ -368,4 +379,4 @@ def parameter_of(types, names):
     return None
   if len(types) == 1:
     return types[0]
-  return dict(zip(names, types))
+  return Parameters(zip(names, types))

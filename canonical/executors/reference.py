@@ -54,11 +54,28 @@ def run(computation, *args):
 
 
 def _with_sequences(param, arg):
-  """`arg` with Python lists where sequences go made datasets, as TFF
-  accepts (`[[1.0, 2.0], [3.0]]` for `{float32*}@CLIENTS`)."""
-  if param.placement == ft.CLIENTS and ft.has_dataset(param.member):
-    return [ft.with_sequences(param.member, value) for value in arg]
-  return ft.with_sequences(param.member, arg)
+  """`arg` as values of the parameter's type: Python lists where sequences
+  go made datasets, as TFF accepts (`[[1.0, 2.0], [3.0]]` for
+  `{float32*}@CLIENTS`), Python numbers where tensors go tensors of their
+  declared dtype."""
+
+  def one_place(value):
+    value = ft.with_sequences(param.member, value)
+    try:
+      return nest.map_structure_up_to(param.member, _tensor_of, param.member,
+                                      value, check_types=False)
+    except (TypeError, ValueError):
+      return value  # Not this conversion's business: the checks name it.
+
+  if param.placement == ft.CLIENTS:
+    return [one_place(value) for value in arg]
+  return one_place(arg)
+
+
+def _tensor_of(spec, value):
+  if isinstance(spec, tf.TensorSpec) and not tf.is_tensor(value):
+    return tf.convert_to_tensor(value, spec.dtype)
+  return value
 
 
 def _check_datasets(computation, number, param, arg):

@@ -111,7 +111,7 @@ class GraphPiece(form_lib.Piece):
         spec.shape):
       raise errors.InvalidTypeError(
           f'Piece {self.name!r} {self.input_signature()}: expected '
-          f'{ft.describe(spec)}, got {ft.describe(ft.spec_of(tensor))}.')
+          f'{ft.form_text(spec)}, got {ft.form_text(ft.spec_of(tensor))}.')
     return tensor
 
   def op_count(self):
@@ -130,10 +130,10 @@ def _import(graph_def, input_specs, input_tensors, output_spec,
   if len(output_tensors) != len(flat_outputs):
     raise BindingError(f'{len(output_tensors)} output tensors bound for '
                        f'{len(flat_outputs)} outputs '
-                       f'{ft.describe(output_spec)}')
+                       f'{ft.form_text(output_spec)}')
   for spec in flat_outputs:
     if not isinstance(spec, tf.TensorSpec):
-      raise BindingError(f'an output is {ft.describe(spec)}; saved pieces '
+      raise BindingError(f'an output is {ft.form_text(spec)}; saved pieces '
                          'return tensors')
 
   def import_graph():
@@ -149,9 +149,9 @@ def _import(graph_def, input_specs, input_tensors, output_spec,
                          'a Placeholder')
     dtype = tf.variant if isinstance(spec, tf.data.DatasetSpec) else spec.dtype
     _check_tensor(tensor, dtype, getattr(spec, 'shape', None), 'input',
-                  ft.describe(spec))
+                  ft.form_text(spec))
   for tensor, spec in zip(fetches, flat_outputs):
-    _check_tensor(tensor, spec.dtype, spec.shape, 'output', ft.describe(spec))
+    _check_tensor(tensor, spec.dtype, spec.shape, 'output', ft.form_text(spec))
   fed = {t.op.name for t in feeds}
   if len(fed) != len(feeds):
     raise BindingError('an input tensor is bound twice')
@@ -181,4 +181,4 @@ def _check_tensor(tensor, dtype, shape, role, declared):
 
 
 def _describe(input_specs):
-  return '(' + ', '.join(ft.describe(s) for s in input_specs) + ')'
+  return '(' + ', '.join(ft.form_text(s) for s in input_specs) + ')'

@@ -24,8 +24,8 @@ def _signature(piece, where):
     output = structure_coding.decode(piece.output_structure)
   except structure_coding.StructureError as e:
     raise FormError(f'{where}: piece {piece.name!r}: bad structure: {e}') from None
-  return ('(' + ', '.join(ft.describe(s) for s in inputs) + ') -> ' +
-          ft.describe(output))
+  return ('(' + ', '.join(ft.form_text(s) for s in inputs) + ') -> ' +
+          ft.form_text(output))
 
 
 def describe(proto, where, size):

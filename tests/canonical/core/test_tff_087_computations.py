@@ -208,3 +208,29 @@ def test_python_lists_stand_for_sequences_as_tff_accepts():
 
   assert count([{'x': 1.0, 'y': 2}, {'x': 3.0, 'y': 4}]) == 2
   assert count([]) == 0
+
+
+def test_parameters_are_named_and_numbered_and_python_numbers_fit_them():
+
+  @tff.federated_computation(tff.FederatedType(np.float32, tff.CLIENTS),
+                             tff.FederatedType(np.float32, tff.CLIENTS))
+  def weighted_mean(values, weights):
+    return tff.federated_mean(values, weights)
+
+  parameter = weighted_mean.type_signature.parameter
+  assert str(parameter[0]) == str(parameter['values']) == '{float32}@CLIENTS'
+  assert weighted_mean([1.0, 4.0], [3.0, 1.0]) == 1.75
+
+
+def test_a_round_returning_an_unplaced_constant_is_named():
+
+  @tff.federated_computation(tff.FederatedType(np.float32, tff.SERVER),
+                             tff.FederatedType(np.float32, tff.CLIENTS))
+  def next_fn(state, data):
+    del data
+    return state, 3
+
+  with pytest.raises(tff.FederatedError, match=r"next_fn.*constant 3.*"
+                     'what a round returns must be placed'):
+    tff.IterativeProcess(tff.tensorflow.computation(lambda: np.float32(0)),
+                         next_fn)
