@@ -34,5 +34,7 @@ def run(computation, *args):
 def as_numpy(result):
   """`result` with numpy values for tensors, as TFF 0.87 gives them to
   Python (datasets stay datasets)."""
+  if not tf.executing_eagerly():
+    return result  # Called while tracing TensorFlow: symbolic tensors.
   return tf.nest.map_structure(
       lambda v: v.numpy() if isinstance(v, tf.Tensor) else v, result)

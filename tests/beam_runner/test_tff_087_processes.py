@@ -25,6 +25,14 @@ BUILDERS = {
         fed_avg_example.model_fn),
     'fed_eval': lambda: tff.learning.algorithms.build_fed_eval(
         fed_avg_example.model_fn),
+    'compression_aggregator': lambda: (
+        tff.learning.algorithms.build_weighted_fed_avg(
+            fed_avg_example.model_fn, optimizers.build_sgdm(learning_rate=0.1),
+            model_aggregator=tff.learning.compression_aggregator())),
+    'dp_aggregator': lambda: tff.learning.algorithms.build_unweighted_fed_avg(
+        fed_avg_example.model_fn, optimizers.build_sgdm(learning_rate=0.1),
+        model_aggregator=tff.learning.dp_aggregator(
+            noise_multiplier=0.1, clients_per_round=2)),
 }
 
 
