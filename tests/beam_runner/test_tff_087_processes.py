@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import beam_runner
+from beam_runner import engines
 import canonical as tff
 from canonical.learning import optimizers
 import tff_087_examples as fed_avg_example
@@ -63,3 +64,31 @@ def test_learning_processes_on_beam_match_their_local_rounds(name, tmp_path):
                          state.global_model_weights.trainable):
     np.testing.assert_allclose(beam, local, atol=1e-6)
   assert result.outcomes[-1]['metrics'] == _flat(output.metrics)
+
+
+@pytest.mark.slow
+def test_a_tff_learning_process_on_dask_matches_in_process(tmp_path):
+  process = BUILDERS['compression_aggregator']()
+  data = fed_avg_example.client_data()
+  form_path = str(tmp_path / 'form.pb')
+  tff.save(tff.compile(process), form_path)
+  beam_runner.write_client_data(tmp_path / 'shards',
+                                {'a': data[0], 'b': data[1]})
+  expected = beam_runner.run(form_path, str(tmp_path / 'shards'), rounds=2,
+                             clients_per_round=2,
+                             output_dir=str(tmp_path / 'local'), seed=0)
+  cluster = engines.start_local_cluster(2, lifetime='10 minutes')
+  try:
+    result = beam_runner.run(
+        form_path, str(tmp_path / 'shards'), rounds=2, clients_per_round=2,
+        output_dir=str(tmp_path / 'dask'), seed=0,
+        pipeline_options={'runner': 'DaskRunner',
+                          'dask_client_address': cluster.scheduler_address})
+  finally:
+    cluster.close()
+  assert result.outcomes[0]['engine'].startswith('DaskRunner')
+  for dask, local in zip(result.state.global_model_weights.trainable,
+                         expected.state.global_model_weights.trainable):
+    np.testing.assert_allclose(dask, local, atol=1e-6)
+  assert result.outcomes[-1]['metrics'] == pytest.approx(
+      expected.outcomes[-1]['metrics'])
