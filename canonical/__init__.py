@@ -10,6 +10,7 @@ aggregation (`secagg`), and, on first use, `learning`, `aggregators`,
 
 from canonical import _moved
 from canonical.compiler import compile  # pylint: disable=redefined-builtin
+from canonical.core.computations import Computation
 from canonical.core.computations import federated_computation
 from canonical.core.computations import tf_computation
 from canonical.core import context as _context

@@ -5,6 +5,7 @@
 records a `Graph` of federated ops (see `ir.py`).
 """
 
+import abc
 import dataclasses
 import inspect
 
@@ -156,7 +157,12 @@ def _refuse_variables(refusals, name, location):
   return creator
 
 
-class TFComputation:
+class Computation(abc.ABC):  # pylint: disable=too-few-public-methods
+  """TFF's `tff.Computation`: what every computation here is an instance of
+  (for `isinstance` and annotations)."""
+
+
+class TFComputation(Computation):
   """A pure TensorFlow function with a fixed input signature.
 
   Traced once (with AutoGraph, so Python control flow over tensors and `for`
@@ -320,7 +326,7 @@ class TFComputation:
     return f'<tf_computation {self.name}({params})>'
 
 
-class PolymorphicComputation:
+class PolymorphicComputation(Computation):
   """A tf_computation written without parameter types (TFF's untyped
   `tensorflow.computation`): each argument type it is used with makes one
   typed `TFComputation`, traced once, as TFF types it at its first call."""
@@ -441,14 +447,48 @@ def tf_computation(*args):
 
 def _leaves(spec, arg):
   """`arg`'s leaves at `spec`'s leaves: a Python list where a tensor goes is
-  that tensor's value, not a structure."""
+  that tensor's value, not a structure; named parts go by name."""
   try:
-    return nest.flatten_up_to(spec, arg, check_types=False)
+    return nest.flatten_up_to(spec, _by_name(spec, arg), check_types=False)
   except (TypeError, ValueError, KeyError, IndexError):
     return tf.nest.flatten(arg)  # The call itself then says what is wrong.
 
 
-class FederatedComputation:
+def _by_name(spec, arg):
+  """`arg` in `spec`'s containers where both name their parts (a mapping or
+  a namedtuple for a namedtuple, say): flattening alone would pair a dict's
+  sorted keys with a namedtuple's fields in their declared order."""
+  names = _part_names(spec)
+  if names is None:
+    if (isinstance(spec, (list, tuple)) and isinstance(arg, (list, tuple)) and
+        _part_names(arg) is None and len(spec) == len(arg)):
+      return type(arg)(_by_name(s, a) for s, a in zip(spec, arg))
+    return arg
+  given = _part_names(arg)
+  if given is None or sorted(given) != sorted(names):
+    return arg
+  parts = {name: _by_name(spec[name] if isinstance(spec, dict) else
+                          getattr(spec, name), _part(arg, name))
+           for name in names}
+  if isinstance(spec, dict):
+    return type(spec)((name, parts[name]) for name in names)
+  return type(spec)(**parts)
+
+
+def _part_names(value):
+  if isinstance(value, dict):
+    return list(value)
+  fields = getattr(value, '_fields', None)
+  if fields is not None and isinstance(value, tuple):
+    return list(fields)
+  return None
+
+
+def _part(value, name):
+  return value[name] if isinstance(value, dict) else getattr(value, name)
+
+
+class FederatedComputation(Computation):
   """Python that combines intrinsics, traced into an `ir.Graph`."""
 
   def __init__(self, fn, parameter_types, name=None, location=None):

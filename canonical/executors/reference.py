@@ -19,8 +19,10 @@ from canonical.core import types as ft
 from canonical import errors
 
 
-def run(computation, *args):
-  """Runs a `FederatedComputation`; CLIENTS arguments are lists, one per client."""
+def run(computation, *args, default_num_clients=0):
+  """Runs a `FederatedComputation`; CLIENTS arguments are lists, one per
+  client; with none, there are `default_num_clients` clients (TFF's
+  execution context option of that name)."""
   if not isinstance(computation, computations.FederatedComputation):
     raise errors.InvalidTypeError(
         f'reference.run expects a federated_computation, got '
@@ -46,7 +48,8 @@ def run(computation, *args):
   for op in graph.ops:
     inputs = [env[id(v)] for v in op.inputs]
     env[id(op.output)] = registry.of(op).reference(op, inputs,
-                                                   num_clients or 0)
+                                                   num_clients or
+                                                   default_num_clients)
   # An unplaced result (a constant, as TFF allows) is computed here.
   return tf.nest.map_structure(
       lambda v: (v.computation.invoke() if isinstance(v, ir.Unplaced) else

@@ -33,8 +33,9 @@ def _type_rule(name):
   def type_rule(value, computation):
     checks.expect_member(name, f'the argument of {computation.name!r}',
                          value.member, computation.parameter_member())
+    # As in TFF, a map at the clients promises no equality ({T}@CLIENTS).
     return ft.FederatedType(checks.result_spec(name, computation),
-                            value.placement, value.type_signature.all_equal)
+                            value.placement, value.placement == ft.SERVER)
 
   return type_rule
 

@@ -384,7 +384,7 @@ def test_type_of_each_intrinsic_result():
 
   shared, mapped, mean, zipped, applied = fn.result_types
   assert shared == cf.clients(F, all_equal=True)
-  assert mapped == cf.clients(F, all_equal=True)
+  assert mapped == cf.clients(F)  # As in TFF: {T}@CLIENTS.
   assert mean == cf.server(F2)
   assert zipped == cf.clients({'a': F2, 'b': F})
   assert applied == cf.server(F)

@@ -234,3 +234,27 @@ def test_a_round_returning_an_unplaced_constant_is_named():
                      'what a round returns must be placed'):
     tff.IterativeProcess(tff.tensorflow.computation(lambda: np.float32(0)),
                          next_fn)
+
+
+class _Weights(collections.namedtuple('_Weights', 'trainable non_trainable')):
+  pass
+
+
+class _State(collections.namedtuple('_State', 'weights lr')):
+  pass
+
+
+def test_named_parts_bind_by_name_whatever_container_holds_them():
+  scalar = tf.TensorSpec([], tf.float32)
+
+  @tff.tensorflow.computation(_State(_Weights(scalar, scalar), scalar))
+  def parts(state):
+    return state.weights.trainable, state.weights.non_trainable, state.lr
+
+  as_dicts = collections.OrderedDict(
+      weights=collections.OrderedDict(trainable=1.0, non_trainable=2.0),
+      lr=3.0)
+  assert parts(as_dicts) == (1.0, 2.0, 3.0)  # Not sorted keys' (3, 2, 1).
+  assert parts({'lr': 3.0, 'weights': {'non_trainable': 2.0,
+                                       'trainable': 1.0}}) == (1.0, 2.0, 3.0)
+  assert parts(((1.0, 2.0), 3.0)) == (1.0, 2.0, 3.0)  # By position.

@@ -17,9 +17,6 @@ What cannot run here, each shown by a test:
   not value references; program logic written for references (it awaits
   `tff.program.materialize_value`) runs unchanged on values. Refused by name
   (AttributeError).
-* `tff.Computation`, which the logic's annotations name, is missing
-  (`canonical/__init__.py`): the logic below is written with
-  `from __future__ import annotations` so its definitions load. Strict xfail.
 * The logic's type checks (`_check_expected_type_signatures`, as in TFF's
   example) fail on gaps in `canonical/core/types.py`: `tff.StructType` is a
   function, so `isinstance(t, tff.StructType)` raises TypeError; a
@@ -28,8 +25,6 @@ What cannot run here, each shown by a test:
   `FederatedType.is_assignable_from` is missing. Strict xfail; the training
   tests run the logic with those checks left out.
 """
-
-from __future__ import annotations
 
 import asyncio
 import collections
@@ -389,9 +384,6 @@ def test_the_native_platform_lines_are_refused_by_name():
     getattr(tff, 'framework')
 
 
-@pytest.mark.xfail(strict=True, raises=AttributeError, reason=(
-    'canonical/__init__.py has no tff.Computation (the base class of '
-    'computations that program logic annotates with)'))
 def test_computations_are_tff_computations():
   assert isinstance(train, tff.Computation)
 

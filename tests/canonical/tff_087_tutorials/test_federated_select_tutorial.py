@@ -2,22 +2,11 @@
 tff.federated_select", written as its user writes it, with only the import
 line changed.
 
-The first program (each client selects the server's strings its data names)
-runs unchanged, with TFF's types and values. The second (each client picks
-a random element) does not yet, for two gaps in code that is not this
-test's to change, each documented by a strict xfail:
-
-* the tutorial first calls
-  `tff.backends.native.set_sync_local_cpp_execution_context(
-  default_num_clients=3)`, since the computation has no CLIENTS argument to
-  say how many clients there are. There is no `tff.backends.native` here,
-  and the reference executor (`canonical/executors/reference.py`, `run`)
-  takes the number of clients from the CLIENTS arguments only: a
-  computation without one runs on zero clients and returns `[]`.
-* `tff.federated_map` of an all-equal CLIENTS value (a broadcast) gives an
-  all-equal result here (`str@CLIENTS`) where TFF 0.87 gives
-  `{str}@CLIENTS`: each client maps its own copy, and here the clients'
-  random keys differ (`canonical/core/intrinsics/maps.py`, `_type_rule`).
+Both programs run unchanged, with TFF's types and values: the second first
+calls `tff.backends.native.set_sync_local_cpp_execution_context(
+default_num_clients=3)`, which sets how many clients a computation with no
+CLIENTS argument runs on (here, the reference executor's
+`default_num_clients`).
 """
 
 import numpy as np
@@ -108,22 +97,18 @@ def test_a_key_past_the_end_fails_in_the_gather_as_in_tff():
     broadcast_based_on_client_data(['a', 'b', 'c'], ['0,1', '3,0'])
 
 
-@pytest.mark.xfail(strict=True, raises=AttributeError, reason=(
-    'no tff.backends.native; the reference executor '
-    '(canonical/executors/reference.py) takes the number of clients only '
-    'from CLIENTS arguments, so default_num_clients has nowhere to go'))
 def test_sending_a_randomized_element_to_each_client():
   tff.backends.native.set_sync_local_cpp_execution_context(
       default_num_clients=3)
-  result = broadcast_random_element(tf.convert_to_tensor(['foo', 'bar',
-                                                          'baz']))
+  try:
+    result = broadcast_random_element(tf.convert_to_tensor(['foo', 'bar',
+                                                            'baz']))
+  finally:
+    tff.backends.native.set_sync_local_cpp_execution_context()
   assert len(result) == 3
   assert set(result) <= {b'foo', b'bar', b'baz'}
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    'canonical/core/intrinsics/maps.py: federated_map of an all-equal '
-    'CLIENTS value keeps all_equal; TFF 0.87 types the result {T}@CLIENTS'))
 def test_a_map_at_clients_is_not_all_equal():
   assert str(broadcast_random_element.type_signature) == (
       '(str[?]@SERVER -> {str}@CLIENTS)')
