@@ -128,6 +128,22 @@ def member(t):
   return tf.nest.map_structure(lambda leaf: leaf.member, t)
 
 
+class WithHparams:
+  """A block's `get_hparams` / `set_hparams` computations, as TFF's client
+  work and finalizer processes have them (set by `hparams_functions`)."""
+
+  _get_hparams = None
+  _set_hparams = None
+
+  @property
+  def get_hparams(self):
+    return self._get_hparams
+
+  @property
+  def set_hparams(self):
+    return self._set_hparams
+
+
 def hparams_functions(get_hparams_fn, set_hparams_fn, state_member, where):
   """`(get_hparams, set_hparams)`: the given tf_computations, checked
   against the state, or TFF's defaults (no hyperparameters)."""

@@ -24,7 +24,7 @@ class ClientResult(NamedTuple):
   update_weight: Any
 
 
-class ClientWorkProcess(measured.MeasuredProcess):
+class ClientWorkProcess(checks.WithHparams, measured.MeasuredProcess):
   """TFF's `ClientWorkProcess(initialize_fn, next_fn, *, get_hparams_fn=None,
   set_hparams_fn=None)`: both federated computations, typed as above; the
   optional hparams functions are tf_computations `(S -> H)` and
@@ -54,14 +54,6 @@ class ClientWorkProcess(measured.MeasuredProcess):
     self._get_hparams, self._set_hparams = checks.hparams_functions(
         get_hparams_fn, set_hparams_fn, block.state, where)
     super().__init__(block.initialize, block.next, next_is_multi_arg=True)
-
-  @property
-  def get_hparams(self):
-    return self._get_hparams
-
-  @property
-  def set_hparams(self):
-    return self._set_hparams
 
 
 def _is_data(member):

@@ -22,7 +22,7 @@ from canonical.learning.templates import checks
 from canonical.templates import measured
 
 
-class FinalizerProcess(measured.MeasuredProcess):
+class FinalizerProcess(checks.WithHparams, measured.MeasuredProcess):
   """TFF's `FinalizerProcess(initialize_fn, next_fn, *, get_hparams_fn=None,
   set_hparams_fn=None)`: federated computations typed as above; the
   optional hparams functions are tf_computations `(S -> H)` and
@@ -47,14 +47,6 @@ class FinalizerProcess(measured.MeasuredProcess):
     self._get_hparams, self._set_hparams = checks.hparams_functions(
         get_hparams_fn, set_hparams_fn, block.state, where)
     super().__init__(block.initialize, block.next, next_is_multi_arg=True)
-
-  @property
-  def get_hparams(self):
-    return self._get_hparams
-
-  @property
-  def set_hparams(self):
-    return self._set_hparams
 
 
 def reject_non_finite_update(state, update):
