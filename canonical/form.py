@@ -135,6 +135,15 @@ class Piece:
   def signature(self):
     return f'{self.input_signature()} -> {ft.form_text(self.output_spec)}'
 
+  @property
+  def type_signature(self):
+    """TFF's `FunctionType` of the piece (each of a MapReduceForm's pieces
+    is a computation there): its parameters and its result."""
+    return ft.FunctionType(
+        ft.parameter_of(self.input_specs,
+                        [f'arg{i}' for i in range(len(self.input_specs))]),
+        self.output_spec)
+
   def op_count(self):
     graph_def = self.concrete_function.graph.as_graph_def()
     return len(graph_def.node) + sum(

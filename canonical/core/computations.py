@@ -449,43 +449,9 @@ def _leaves(spec, arg):
   """`arg`'s leaves at `spec`'s leaves: a Python list where a tensor goes is
   that tensor's value, not a structure; named parts go by name."""
   try:
-    return nest.flatten_up_to(spec, _by_name(spec, arg), check_types=False)
+    return nest.flatten_up_to(spec, ft.by_name(spec, arg), check_types=False)
   except (TypeError, ValueError, KeyError, IndexError):
     return tf.nest.flatten(arg)  # The call itself then says what is wrong.
-
-
-def _by_name(spec, arg):
-  """`arg` in `spec`'s containers where both name their parts (a mapping or
-  a namedtuple for a namedtuple, say): flattening alone would pair a dict's
-  sorted keys with a namedtuple's fields in their declared order."""
-  names = _part_names(spec)
-  if names is None:
-    if (isinstance(spec, (list, tuple)) and isinstance(arg, (list, tuple)) and
-        _part_names(arg) is None and len(spec) == len(arg)):
-      return type(arg)(_by_name(s, a) for s, a in zip(spec, arg))
-    return arg
-  given = _part_names(arg)
-  if given is None or sorted(given) != sorted(names):
-    return arg
-  parts = {name: _by_name(spec[name] if isinstance(spec, dict) else
-                          getattr(spec, name), _part(arg, name))
-           for name in names}
-  if isinstance(spec, dict):
-    return type(spec)((name, parts[name]) for name in names)
-  return type(spec)(**parts)
-
-
-def _part_names(value):
-  if isinstance(value, dict):
-    return list(value)
-  fields = getattr(value, '_fields', None)
-  if fields is not None and isinstance(value, tuple):
-    return list(fields)
-  return None
-
-
-def _part(value, name):
-  return value[name] if isinstance(value, dict) else getattr(value, name)
 
 
 class FederatedComputation(Computation):

@@ -249,6 +249,41 @@ def has_dataset(member):
              for leaf in tf.nest.flatten(member))
 
 
+def by_name(spec, arg):
+  """`arg` in the containers of `spec` (a member structure) where both name
+  their parts (a mapping or a namedtuple for a namedtuple, say): flattening
+  alone would pair a dict's sorted keys with a namedtuple's fields in their
+  declared order. Anything else as it is."""
+  names = _part_names(spec)
+  if names is None:
+    if (isinstance(spec, (list, tuple)) and isinstance(arg, (list, tuple)) and
+        _part_names(arg) is None and len(spec) == len(arg)):
+      return type(arg)(by_name(s, a) for s, a in zip(spec, arg))
+    return arg
+  given = _part_names(arg)
+  if given is None or sorted(given) != sorted(names):
+    return arg
+  parts = {name: by_name(spec[name] if isinstance(spec, dict) else
+                          getattr(spec, name), _part(arg, name))
+           for name in names}
+  if isinstance(spec, dict):
+    return type(spec)((name, parts[name]) for name in names)
+  return type(spec)(**parts)
+
+
+def _part_names(value):
+  if isinstance(value, dict):
+    return list(value)
+  fields = getattr(value, '_fields', None)
+  if fields is not None and isinstance(value, tuple):
+    return list(fields)
+  return None
+
+
+def _part(value, name):
+  return value[name] if isinstance(value, dict) else getattr(value, name)
+
+
 def with_sequences(member, value):
   """`value` (shaped like `member`) with each Python list where `member`
   has a sequence made a dataset of the list's elements, as TFF accepts a

@@ -63,7 +63,7 @@ def _with_sequences(param, arg):
   declared dtype."""
 
   def one_place(value):
-    value = ft.with_sequences(param.member, value)
+    value = ft.with_sequences(param.member, ft.by_name(param.member, value))
     try:
       return nest.map_structure_up_to(param.member, _tensor_of, param.member,
                                       value, check_types=False)

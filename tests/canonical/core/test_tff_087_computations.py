@@ -258,3 +258,20 @@ def test_named_parts_bind_by_name_whatever_container_holds_them():
   assert parts({'lr': 3.0, 'weights': {'non_trainable': 2.0,
                                        'trainable': 1.0}}) == (1.0, 2.0, 3.0)
   assert parts(((1.0, 2.0), 3.0)) == (1.0, 2.0, 3.0)  # By position.
+
+
+def test_a_federated_computation_binds_named_parts_by_name_too():
+  scalar = tf.TensorSpec([], tf.float32)
+
+  @tff.federated_computation(
+      tff.FederatedType(_State(_Weights(scalar, scalar), scalar), tff.SERVER))
+  def learning_rate_of(state):
+    return tff.federated_map(
+        tff.tensorflow.computation(lambda s: s.lr,
+                                   _State(_Weights(scalar, scalar), scalar)),
+        state)
+
+  as_dicts = collections.OrderedDict(
+      weights=collections.OrderedDict(trainable=1.0, non_trainable=2.0),
+      lr=3.0)
+  assert learning_rate_of(as_dicts) == 3.0
