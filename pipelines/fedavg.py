@@ -56,6 +56,14 @@ MODELS = {'cnn_28x28': learning.models.cnn_28x28,
 _MODEL_FOR_SHAPE = {(28, 28, 1): 'cnn_28x28', (8, 8, 1): 'small_8x8'}
 # Defaults that depend on the dataset: the digits are few (1,437 training
 # examples, ~72 per client), so each client makes more, larger steps.
+# --tff-aggregator: TFF 0.87's model aggregators for its FedAvg.
+TFF_AGGREGATORS = {
+    'mean': aggregators.MeanFactory,
+    'compression': learning.compression_aggregator,
+    'robust': learning.robust_aggregator,
+    'secure': learning.secure_aggregator,
+}
+
 _DATASET_DEFAULTS = {
     'digits': {'num_clients': 20, 'epochs': 3, 'client_lr': 0.3},
     None: {'num_clients': 100, 'epochs': 1, 'client_lr': 0.1},  # The others.
@@ -96,6 +104,10 @@ class Config:
   aggregation_encoder: str = 'none'
   threshold: int = encoder_choice.DEFAULT_THRESHOLD
   error_feedback: bool = False
+  # None: our FedAvg builder (encoders, error feedback, secure sums, DP as
+  # flags). A name: TFF 0.87's build_weighted_fed_avg with that
+  # tff.learning / tff.aggregators model aggregator (TFF_AGGREGATORS).
+  tff_aggregator: str = None
   # With secure:BITS: None (every pair of clients masks), 'auto' or an even k
   # (SecAgg+ ring neighbors; see beam_runner.run's secure_neighbors).
   secure_neighbors: str = None
@@ -111,6 +123,8 @@ class Config:
   data_dir: str = None  # None: OUTPUT_DIR/data.
 
   def __post_init__(self):
+    if self.tff_aggregator is not None and self.epochs is None:
+      self.epochs = 1  # TFF's FedAvg: one pass over each client's data.
     defaults = _DATASET_DEFAULTS.get(self.dataset, _DATASET_DEFAULTS[None])
     for name, value in defaults.items():
       if getattr(self, name) is None:
@@ -148,11 +162,34 @@ class Config:
                         'what clients send; use it as --aggregation-encoder.')
     self._check_privacy()
     self._check_secure_neighbors()
+    self._check_tff_aggregator()
     if self.error_feedback and encoder_choice.secure_bits(
         self.aggregation_encoder) is not None:
       raise ConfigError('--error-feedback does not combine with '
                         '--aggregation-encoder secure (its levels are '
                         'unbiased; nothing is dropped to feed back).')
+
+  def _check_tff_aggregator(self):
+    if self.tff_aggregator is None:
+      return
+    if self.tff_aggregator not in TFF_AGGREGATORS:
+      raise ConfigError(f'Unknown --tff-aggregator {self.tff_aggregator!r}; '
+                        f'choose one of {", ".join(TFF_AGGREGATORS)}.')
+    ours = [flag for flag, used in (
+        ('--broadcast-encoder', not encoder_choice.is_identity(
+            self.broadcast_encoder)),
+        ('--aggregation-encoder', not encoder_choice.is_identity(
+            self.aggregation_encoder)),
+        ('--error-feedback', self.error_feedback),
+        ('--noise-multiplier', self.private)) if used]
+    if ours:
+      raise ConfigError(f'--tff-aggregator builds TFF\'s FedAvg, which takes '
+                        f'its compression from the aggregator; drop '
+                        f'{", ".join(ours)} (our builder\'s flags).')
+    if self.epochs != 1:
+      raise ConfigError('--tff-aggregator builds TFF\'s FedAvg, one pass over '
+                        f'each client\'s data a round; --epochs is '
+                        f'{self.epochs}.')
 
   def _check_secure_neighbors(self):
     if self.secure_neighbors is None:
@@ -229,6 +266,8 @@ class Config:
         fields.pop(name)
     if self.secure_neighbors is None:  # As runs recorded before it existed.
       fields.pop('secure_neighbors')
+    if self.tff_aggregator is None:  # As runs recorded before it existed.
+      fields.pop('tff_aggregator')
     return fields
 
 
@@ -270,7 +309,10 @@ def model_for(config, image_shape, num_classes):
 
 def build_process(config, model, noise_seed=None):
   """The federated averaging process with the config's encoders (DP runs:
-  the noise from `noise_seed`, a secret one drawn now if None)."""
+  the noise from `noise_seed`, a secret one drawn now if None), or TFF's
+  with the config's TFF aggregator."""
+  if config.tff_aggregator is not None:
+    return _tff_process(config, model)
   broadcast_process = aggregation_process = None
   if not encoder_choice.is_identity(config.broadcast_encoder):
     broadcast_process = framework.build_encoded_broadcast_process_from_model(
@@ -307,6 +349,21 @@ def build_process(config, model, noise_seed=None):
       aggregation_process=aggregation_process, client_epochs=config.epochs)
 
 
+def _tff_process(config, model):
+  """TFF 0.87's `build_weighted_fed_avg` with the config's aggregator."""
+  tff_optimizers = learning.optimizers
+  if config.server_optimizer == 'adam':
+    server_optimizer = tff_optimizers.build_adam(config.server_lr)
+  else:
+    server_optimizer = tff_optimizers.build_sgdm(
+        config.server_lr, config.server_momentum or None)
+  return algorithms.build_weighted_fed_avg(
+      model,
+      client_optimizer_fn=tff_optimizers.build_sgdm(config.client_lr),
+      server_optimizer_fn=server_optimizer,
+      model_aggregator=TFF_AGGREGATORS[config.tff_aggregator]())
+
+
 def make_evaluator(model, test_x, test_y, batch_size=500):
   """`evaluate(state)`: the server model's test loss and accuracy."""
   test = tf.data.Dataset.from_tensor_slices((test_x, test_y)).batch(batch_size)
@@ -317,8 +374,9 @@ def make_evaluator(model, test_x, test_y, batch_size=500):
     return model.mean_metrics(learning.evaluate(model, weights, dataset))
 
   def evaluate(state):
-    # state is the form's ServerState; its first field holds the model's
-    # ModelWeights (trainable, non_trainable), as saved forms keep it.
+    # The first field of the form's state holds the model's ModelWeights
+    # (trainable, non_trainable): ServerState's and TFF's
+    # LearningAlgorithmState's alike.
     weights = state[0]
     means = metric_sums(tuple(weights[0]), tuple(weights[1]), test)
     return {'loss': float(means['loss']), 'accuracy': float(means['accuracy'])}
@@ -439,7 +497,8 @@ def _run_rounds(config, engine, prepared, model, form_path, run_dir, storage,
       print_fn(reporting.round_line(point, config.rounds))
 
   def evaluate(state):
-    rounds_done = int(state[-1])  # ServerState.round_num
+    # Rounds commit one by one, each evaluated just before: the next one.
+    rounds_done = (curve[-1]['round'] if curve else 0) + 1
     spent = {'epsilon': config.epsilon(rounds_done)} if config.private else {}
     if rounds_done % config.eval_every and rounds_done != config.rounds:
       return spent
@@ -466,6 +525,8 @@ def _curve(outcomes):
 
 def _aggregation(config):
   """How the updates are aggregated, in words, for the run's header."""
+  if config.tff_aggregator is not None:
+    return f"TFF's FedAvg with the {config.tff_aggregator} aggregator"
   if config.private:
     clip = 'adaptive clip from' if config.adaptive_clip else 'clip'
     through = ''
@@ -493,6 +554,8 @@ def _parameters(model):
 
 
 def _label(config):
+  if config.tff_aggregator is not None:
+    return f'TFF {config.tff_aggregator} aggregator'
   if encoder_choice.is_identity(config.broadcast_encoder) and \
       encoder_choice.is_identity(config.aggregation_encoder):
     return 'uncompressed'
@@ -562,6 +625,11 @@ def build_parser(prog='python -m pipelines.fedavg'):
   compress.add_argument('--threshold', type=int, default=defaults.threshold,
                         help='only tensors with at least this many elements '
                         'are encoded')
+  compress.add_argument(
+      '--tff-aggregator', choices=sorted(TFF_AGGREGATORS), default=None,
+      help='build TFF 0.87\'s build_weighted_fed_avg with this model '
+      'aggregator (tff.learning.compression_aggregator(), ...) instead of '
+      'our builder and its encoder flags')
   compress.add_argument('--error-feedback', action='store_true',
                         help='each client keeps what its aggregation encoder '
                         'dropped and adds it to its next update')

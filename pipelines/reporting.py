@@ -43,8 +43,8 @@ def curve_point(outcome, previous=None):
   evaluation = outcome.get('evaluation') or {}
   return {
       'round': outcome['round'],
-      'loss': metrics['loss'],
-      'accuracy': metrics['accuracy'],
+      'loss': _training_metric(metrics, 'loss'),
+      'accuracy': _training_metric(metrics, 'accuracy'),
       'test_loss': evaluation.get('loss'),
       'test_accuracy': evaluation.get('accuracy'),
       'epsilon': evaluation.get('epsilon'),  # DP runs only.
@@ -56,6 +56,12 @@ def curve_point(outcome, previous=None):
       'aggregated_bits': outcome['bits_aggregated'] + (
           previous['aggregated_bits'] if previous else 0),
   }
+
+
+def _training_metric(metrics, name):
+  """A round's training metric: flat as our FedAvg reports it, or under
+  TFF's `client_work/train/` (the runner's flattened TFF metrics)."""
+  return metrics.get(name, metrics.get(f'client_work/train/{name}'))
 
 
 def plot_accuracy_vs_bits(curves, path, title, storage=None):

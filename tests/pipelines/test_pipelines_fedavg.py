@@ -189,11 +189,32 @@ def test_a_refused_run_leaves_nothing_that_refuses_its_corrected_rerun(
     ({'secure_neighbors': 'auto'}, 'needs --aggregation-encoder secure:BITS'),
     ({'aggregation_encoder': 'secure:8', 'secure_neighbors': '3'},
      'must be auto or an even number'),
+    ({'tff_aggregator': 'zip'}, "Unknown --tff-aggregator 'zip'"),
+    ({'tff_aggregator': 'compression', 'aggregation_encoder': 'drive'},
+     "drop --aggregation-encoder \\(our builder's flags\\)"),
+    ({'tff_aggregator': 'mean', 'epochs': 3}, '--epochs is 3'),
 ])
 def test_bad_flags_are_refused_before_any_work(tmp_path, fields, message):
   with pytest.raises(fedavg.ConfigError, match=message):
     _config(tmp_path, **fields)
   assert not os.path.exists(tmp_path / 'run')
+
+
+def test_tffs_fedavg_with_its_compression_aggregator_is_the_job(tmp_path):
+  config = _config(tmp_path, tff_aggregator='compression', rounds=2)
+  assert config.epochs == 1  # TFF's FedAvg: one pass a round.
+  lines = []
+  result = fedavg.run_experiment(config, print_fn=lines.append)
+  assert "TFF's FedAvg with the compression aggregator" in lines[0]
+  state = result.form.initialize()
+  assert state.global_model_weights.trainable  # TFF's LearningAlgorithmState
+  first, last = result.curve
+  assert last['loss'] < first['loss']
+  assert 0.0 <= last['test_accuracy'] <= 1.0
+  loaded = canonical.load(result.form_path)
+  assert loaded.initialize.output_spec._fields == (
+      'global_model_weights', 'distributor', 'client_work', 'aggregator',
+      'finalizer')
 
 
 def test_defaults_depend_on_the_dataset(tmp_path):
