@@ -13,7 +13,6 @@ from canonical.backends.mapreduce import form_utils
 from canonical import compiler
 from canonical.core import computations
 from canonical.core.intrinsics import registry
-from canonical.core import naming
 from canonical.core import types as ft
 from canonical import errors
 from canonical.templates import iterative_process
@@ -71,18 +70,8 @@ def get_broadcast_form_for_computation(comp, grappler_config=None, *,
 
 
 def _check(where, comp):
-  if not isinstance(comp, computations.FederatedComputation):
-    raise errors.FederatedError(
-        f'{where}: expected a federated_computation of type {_SHAPE}, got '
-        f'{naming.describe_object(comp)}.')
-  what = f'{where}: {comp.describe_for_error()}'
-  params = comp.parameter_types
-  if len(params) != 2 or params[0].placement != ft.SERVER or (
-      params[1].placement != ft.CLIENTS):
-    shown = ', '.join(str(t) for t in params) or 'none'
-    raise errors.FederatedError(
-        f'{what} must take two arguments, server data at SERVER and client '
-        f'data at CLIENTS, {_SHAPE}; its parameters are {shown}.')
+  what = form_utils.server_and_clients_computation(
+      where, comp, _SHAPE, 'server data', 'client data')
   graph = comp.trace()
   leaves = tf.nest.flatten(graph.result)
   if not leaves or any(v.placement != ft.CLIENTS for v in leaves):

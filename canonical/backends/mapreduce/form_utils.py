@@ -117,24 +117,35 @@ def _as_process(where, comp):
   return iterative_process.IterativeProcess(zeros(where, comp, state), comp)
 
 
-def _check_round(where, comp):
-  """TFF's checks of the round's shape, naming `comp`."""
+def server_and_clients_computation(where, comp, shape, server, clients,
+                                   hint='', alternative=''):
+  """`comp`'s description for errors, once it is a federated_computation of
+  two parameters, `server` at SERVER and `clients` at CLIENTS (the forms'
+  shape `shape`); `hint` follows a three-parameter one's error."""
   if not isinstance(comp, computations.FederatedComputation):
     raise errors.FederatedError(
-        f'{where}: expected a federated_computation of type {_SHAPE} (or an '
-        f'IterativeProcess), got {naming.describe_object(comp)}.')
+        f'{where}: expected a federated_computation of type {shape}'
+        f'{alternative}, got {naming.describe_object(comp)}.')
   what = f'{where}: {comp.describe_for_error()}'
   params = comp.parameter_types
   if len(params) != 2 or params[0].placement != ft.SERVER or (
       params[1].placement != ft.CLIENTS):
     shown = ', '.join(str(t) for t in params) or 'none'
-    hint = ('; a round keeping client state compiles from its '
-            'IterativeProcess, which makes a new client\'s state'
-            if len(params) == 3 else '')
     raise errors.FederatedError(
-        f'{what} must take two arguments, the server state at SERVER and the '
-        f'client data at CLIENTS, {_SHAPE}; its parameters are {shown}'
-        f'{hint}.')
+        f'{what} must take two arguments, {server} at SERVER and {clients} '
+        f'at CLIENTS, {shape}; its parameters are {shown}'
+        f'{hint if len(params) == 3 else ""}.')
+  return what
+
+
+def _check_round(where, comp):
+  """TFF's checks of the round's shape, naming `comp`."""
+  what = server_and_clients_computation(
+      where, comp, _SHAPE, 'the server state', 'the client data',
+      hint='; a round keeping client state compiles from its IterativeProcess, '
+      'which makes a new client\'s state', alternative=' (or an '
+      'IterativeProcess)')
+  params = comp.parameter_types
   result = comp.trace().result
   if not isinstance(result, (tuple, list)) or len(result) != 2:
     raise errors.FederatedError(
