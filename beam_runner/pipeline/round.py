@@ -261,6 +261,9 @@ class WorkFn(_FormFn, beam.DoFn):
       try:
         if sandbox.is_sandboxed(form):  # It reads the data itself.
           data = sandbox.ClientDataRef(self._data, task.client_id)
+        elif _takes_elements(form, self._data):
+          data = self._data.read_elements(task.client_id,
+                                          form.client_data_spec)
         else:
           data = self._data.read(task.client_id, form.client_data_spec)
       except Exception as e:  # pylint: disable=broad-except
@@ -318,6 +321,16 @@ class WorkFn(_FormFn, beam.DoFn):
                                     form.client_state_spec, what, storage)
     except (OSError, ValueError) as e:
       raise ClientDropped(UNREADABLE_STATE, _message(e)) from e
+
+
+def _takes_elements(form, data_source):
+  """Whether the client's dataset goes to work as its list of elements:
+  work takes them unrolled (a loaded piece whose dataset only feeds
+  reductions, see canonical.saving.unrolled_datasets), and the source can
+  read them without tf.data."""
+  return (isinstance(form.client_data_spec, tf.data.DatasetSpec) and
+          hasattr(data_source, 'read_elements') and
+          getattr(form.work, 'unrolled', lambda: None)() is not None)
 
 
 _NONE = object()  # No item left.

@@ -23,6 +23,7 @@ import uuid
 import weakref
 
 import tensorflow as tf
+from tensorflow.core.framework import tensor_pb2
 from tensorflow.python.util import deprecation  # pylint: disable=g-direct-tensorflow-import
 
 from beam_runner.worker_io import tfrecords
@@ -220,31 +221,71 @@ class TFRecordClientData:
   def read(self, client_id, spec):
     """The client's data, structured as the form's `spec` says."""
     path = self.path(client_id)
-    readers = _readers(spec)
-    if storage_lib.is_local(path):
-      if not os.path.exists(path):
-        raise ClientDataError(
-            f'Client {client_id!r} has no data file {path!r}.')
-      self._check_size(client_id, path, os.path.getsize(path))
-      if isinstance(spec, tf.data.DatasetSpec):
-        return readers.dataset(path)
-      with deprecation.silence():  # See tfrecords.records_of.
-        records = list(itertools.islice(
-            tf.compat.v1.io.tf_record_iterator(path), 2))
-    else:
-      try:
-        data = self.storage.read_bytes(path)
-      except storage_lib.NotFound:
-        raise ClientDataError(
-            f'Client {client_id!r} has no data file {path!r}.') from None
-      self._check_size(client_id, path, len(data))
-      records = tfrecords.records_of(data)
-      if isinstance(spec, tf.data.DatasetSpec):
-        return readers.dataset_of_records(tf.constant(records, tf.string))
+    if isinstance(spec, tf.data.DatasetSpec):
+      if storage_lib.is_local(path):
+        self._check_local(client_id, path)
+        return _readers(spec).dataset(path)
+      return _readers(spec).dataset_of_records(
+          tf.constant(self._records(client_id, path), tf.string))
+    records = self._records(client_id, path, limit=2)
     if len(records) != 1:
       raise ClientDataError(f'Client {client_id!r}: {path!r} must hold exactly '
                             f'one record, it holds {len(records)}+.')
-    return readers.parse(records[0])
+    return _readers(spec).parse(records[0])
+
+  def read_elements(self, client_id, spec):
+    """The client's dataset (`spec` a DatasetSpec) as the list of its
+    elements, numpy arrays parsed without tf.data: for a piece that takes
+    them unrolled (`canonical.saving.unrolled_datasets`), setting up a
+    dataset would cost more than a small client's work."""
+    path = self.path(client_id)
+    leaves = tf.nest.flatten(spec.element_spec)
+    return [tf.nest.pack_sequence_as(spec.element_spec,
+                                     _arrays_of(record, leaves, client_id))
+            for record in self._records(client_id, path)]
+
+  def _check_local(self, client_id, path):
+    if not os.path.exists(path):
+      raise ClientDataError(
+          f'Client {client_id!r} has no data file {path!r}.')
+    self._check_size(client_id, path, os.path.getsize(path))
+
+  def _records(self, client_id, path, limit=None):
+    """The records of the client's file (the first `limit`, if given)."""
+    if storage_lib.is_local(path):
+      self._check_local(client_id, path)
+      with deprecation.silence():  # See tfrecords.records_of.
+        return list(itertools.islice(
+            tf.compat.v1.io.tf_record_iterator(path), limit))
+    try:
+      data = self.storage.read_bytes(path)
+    except storage_lib.NotFound:
+      raise ClientDataError(
+          f'Client {client_id!r} has no data file {path!r}.') from None
+    self._check_size(client_id, path, len(data))
+    return tfrecords.records_of(data)[:limit]
+
+
+def _arrays_of(record, leaves, client_id):
+  """The flat arrays of one record (see `example_of`), checked against the
+  element's leaf specs."""
+  features = tf.train.Example.FromString(record).features.feature
+  arrays = []
+  for i, leaf in enumerate(leaves):
+    try:
+      value = features[f'{i}'].bytes_list.value[0]
+      array = tf.make_ndarray(tensor_pb2.TensorProto.FromString(value))
+    except (KeyError, IndexError, ValueError, TypeError) as e:
+      raise ClientDataError(f'Client {client_id!r}: a record lacks component '
+                            f'{i} or it is not a tensor ({e}).') from None
+    if array.dtype != leaf.dtype.as_numpy_dtype or not (
+        leaf.shape.is_compatible_with(array.shape)):
+      raise ClientDataError(
+          f'Client {client_id!r}: component {i} of a record is '
+          f'{array.dtype}{list(array.shape)}, the data\'s type says '
+          f'{ft.form_text(leaf)}.')
+    arrays.append(array)
+  return arrays
 
 
 class _Readers:

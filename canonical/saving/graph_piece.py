@@ -12,6 +12,7 @@ import tensorflow as tf
 from tensorflow.python.util import nest
 
 from canonical.core import types as ft
+from canonical.core import unrolled_datasets
 from canonical import errors
 from canonical import form as form_lib
 from canonical.saving import canonical_form_pb2
@@ -38,7 +39,12 @@ def export_piece(piece):
         f'Piece {piece.name!r}: cannot save it: it captures values by '
         'reference (tf.function capture_call_time_value); capture by value.')
   graph_def = graph.as_graph_def()
-  _freeze_captures(piece.name, graph_def, captures)
+  try:
+    unrolled_datasets.freeze_captures(graph_def, captures)
+  except unrolled_datasets.Unsupported as e:
+    raise form_lib.FormError(
+        f'Piece {piece.name!r}: cannot save it: {e}; pieces must be pure '
+        'functions of their inputs.') from None
   outputs = tf.nest.flatten(function.structured_outputs)
   for output in outputs:
     if not tf.is_tensor(output):
@@ -59,24 +65,6 @@ def export_piece(piece):
       output_tensors=[t.name for t in outputs])
 
 
-def _freeze_captures(piece_name, graph_def, captures):
-  """Turns each captured value's placeholder in `graph_def` into a Const."""
-  nodes = {node.name: node for node in graph_def.node}
-  for external, internal in captures:
-    if internal.dtype in (tf.resource, tf.variant) or not hasattr(
-        external, 'numpy'):
-      raise form_lib.FormError(
-          f'Piece {piece_name!r}: cannot save it: it captures '
-          f'{external!r} (a variable, table or other resource); pieces must '
-          'be pure functions of their inputs.')
-    node = nodes[internal.op.name]
-    node.op = 'Const'
-    del node.input[:]
-    node.attr.clear()
-    node.attr['dtype'].type = internal.dtype.as_datatype_enum
-    node.attr['value'].tensor.CopyFrom(tf.make_tensor_proto(external.numpy()))
-
-
 class GraphPiece(form_lib.Piece):
   """A piece loaded from a GraphDef: runs without the code that built it."""
 
@@ -85,6 +73,7 @@ class GraphPiece(form_lib.Piece):
     super().__init__(name=name, function=None, input_specs=input_specs)
     self.graph_def = graph_def
     self._output_spec = output_spec
+    self._bindings = (list(input_tensors), list(output_tensors))
     self._concrete = _import(graph_def, self.input_specs, list(input_tensors),
                              output_spec, list(output_tensors))
 
@@ -101,18 +90,15 @@ class GraphPiece(form_lib.Piece):
     outputs = self._concrete(*flat)
     return tf.nest.pack_sequence_as(self.output_spec, list(outputs))
 
+  def _graph(self):
+    return (self.graph_def,) + self._bindings
+
   def _feed(self, spec, value):
     """The tensor fed for one input: a dataset's variant, or a checked tensor."""
     if isinstance(spec, tf.data.DatasetSpec):
       self.raise_for_mismatch(spec, value)
       return value._variant_tensor  # pylint: disable=protected-access
-    tensor = tf.convert_to_tensor(value, dtype_hint=spec.dtype)
-    if tensor.dtype != spec.dtype or not tensor.shape.is_compatible_with(
-        spec.shape):
-      raise errors.InvalidTypeError(
-          f'Piece {self.name!r} {self.input_signature()}: expected '
-          f'{ft.form_text(spec)}, got {ft.form_text(ft.spec_of(tensor))}.')
-    return tensor
+    return form_lib.tensor_of(self, spec, value)
 
   def op_count(self):
     return len(self.graph_def.node) + sum(
