@@ -50,6 +50,7 @@ from beam_runner.worker_io import client_outputs as client_outputs_lib
 from beam_runner.worker_io import sandbox
 from beam_runner.worker_io import tensor_io
 from canonical import errors
+from canonical.executors import batched_work
 from canonical import io as storage_lib
 
 UNREADABLE = 'unreadable data'
@@ -211,10 +212,58 @@ class WorkFn(_FormFn, beam.DoFn):
   def process(self, tasks):
     form = self.form()
     c = self._load_broadcast()  # Not one client's: fails the round.
-    accumulator, stats, worked = None, empty_stats(), 0
+    stats = empty_stats()
     remote = getattr(self._data, 'remote', False) or not storage_lib.is_local(
         self._attempt.directory)
     inputs = _in_order(self._inputs, tasks, REMOTE_READS if remote else 0)
+    batched = None if self._secure is not None or not _takes_elements(
+        form, self._data) else batched_work.BatchedWork.of(form,
+                                                           self._non_finite)
+    if batched is None:
+      accumulator, worked = self._work_each(tasks, inputs, c, stats)
+    else:
+      accumulator, worked = self._work_batched(batched, tasks, inputs, c,
+                                               stats)
+    if worked:
+      stats['workers'][worker_id()] = worked
+    yield [None if accumulator is None else tensor_io.flatten(accumulator),
+           stats]
+
+  def _work_batched(self, batched, tasks, inputs, c, stats):
+    """All clients' work and accumulate in one call (`BatchedWork`); if
+    that call fails, one by one, to drop only the clients that fail."""
+    ready = []
+    for task, (read, seconds) in zip(tasks, inputs):
+      if isinstance(read, ClientDropped):
+        stats['dropped'].append([task.client_id, read.reason, str(read)])
+      else:
+        ready.append((task, read, seconds))
+    if not ready:
+      return None, 0
+    start = time.perf_counter()
+    try:
+      accumulator, passed = batched(None, c, [read for _, read, _ in ready])
+    except Exception:  # pylint: disable=broad-except
+      return self._work_each([task for task, _, _ in ready],
+                             [(read, seconds) for _, read, seconds in ready],
+                             c, stats)
+    stats['seconds'] += (sum(seconds for _, _, seconds in ready) +
+                         time.perf_counter() - start)
+    values = 'NaN' if self._non_finite == 'drop_nan' else 'NaN or Inf'
+    for (task, _, _), ok in zip(ready, passed):
+      if ok:
+        stats['ok'] += 1
+        stats['bits'] += batched.bits_per_client
+      else:
+        stats['dropped'].append([task.client_id, NON_FINITE_UPDATE,
+                                 f'{NON_FINITE_UPDATE}: its update holds '
+                                 f'{values}'])
+    return accumulator, int(passed.sum())
+
+  def _work_each(self, tasks, inputs, c, stats):
+    """Each client's work, then accumulate of its U, one call each."""
+    form = self.form()
+    accumulator, worked = None, 0
     keeper = None if self._secure is None else self._secure.keeper(form,
                                                                    tasks)
     writer = form.has_client_outputs and client_outputs_lib.Writer(
@@ -247,10 +296,7 @@ class WorkFn(_FormFn, beam.DoFn):
       keeper.close()
     if writer:
       stats['outputs'] = writer.close()
-    if worked:
-      stats['workers'][worker_id()] = worked
-    yield [None if accumulator is None else tensor_io.flatten(accumulator),
-           stats]
+    return accumulator, worked
 
   def _inputs(self, task):
     """The client's D (with its state, for a form with client state), or

@@ -32,7 +32,8 @@ from canonical import errors
 _CALLS = ('PartitionedCall', 'StatefulPartitionedCall')
 _PASS_THROUGH = ('Identity',)
 # Dataset ops a chain may hold before its reduce, and their function attr.
-_CHAIN_OPS = {'FilterDataset': 'predicate', 'MapDataset': 'f'}
+_CHAIN_OPS = {'FilterDataset': 'predicate', 'MapDataset': 'f',
+              'ScanDataset': 'f'}
 _SUFFIX = '_unrolled'
 # Stand-ins are stateless; the functions they stand for may not be.
 _STATEFUL = {'PartitionedCall': 'StatefulPartitionedCall',
@@ -324,10 +325,12 @@ class _Rewriter:
       self._functions[function.signature.name] = (
           self._graph.library.function[-1])
     num_state = len(reduce.attr['Tstate'].list.type)
-    state_inputs = list(reduce.input[1:1 + num_state])
-    inputs = list(refs) + state_inputs
-    for op in chain + [reduce]:
-      start = 1 + (num_state if op is reduce else 0)
+    inputs = list(refs) + list(reduce.input[1:1 + num_state])
+    scans = [op for op in chain if op.op == 'ScanDataset']
+    for op in scans:  # Their initial states.
+      inputs.extend(op.input[1:1 + len(op.attr['Tstate'].list.type)])
+    for op in chain + [reduce]:  # Their other arguments.
+      start = 1 + len(op.attr['Tstate'].list.type)
       inputs.extend(op.input[start:])
     call = node_def_pb2.NodeDef(name=reduce.name,
                                 op='StatefulPartitionedCall')
@@ -414,63 +417,81 @@ class _LoopBuilder:
 
     traced = tf.function(stand_in, input_signature=[
         tf.TensorSpec(None, t) for t in input_types], autograph=False)
-    return traced, function_name
+    return traced
 
   def build(self, chain, reduce):
-    element_types = [s.dtype for s in tf.nest.flatten(self._element_spec)]
-    element_shapes = [s.shape for s in tf.nest.flatten(self._element_spec)]
+    """The loop carries the reduce's state, then each scan's."""
+    types = [s.dtype for s in tf.nest.flatten(self._element_spec)]
     state_types = _types(reduce, 'Tstate')
     state_shapes = _shapes(reduce, 'output_shapes')
+    scan_types, scan_shapes = [], []
     stand_ins, steps = {}, []
-    types, shapes = element_types, element_shapes
     for op in chain + [reduce]:
       others = _types(op, 'Targuments')
       kind = op.op
       function_name = op.attr[_CHAIN_OPS.get(kind, 'f')].func.name
-      if kind == 'FilterDataset':
-        traced, _ = self._stand_in(function_name, types + others,
-                                   [tf.bool], [tf.TensorShape([])])
-      elif kind == 'MapDataset':
+      out_types, out_shapes = [], []
+      if kind in ('MapDataset', 'ScanDataset'):
         out_types, out_shapes = _types(op, 'output_types'), _shapes(
             op, 'output_shapes')
-        traced, _ = self._stand_in(function_name, types + others, out_types,
-                                   out_shapes)
+      if kind == 'FilterDataset':
+        traced = self._stand_in(function_name, types + others, [tf.bool],
+                                [tf.TensorShape([])])
+        steps.append((kind, traced, len(others), 0))
+      elif kind == 'MapDataset':
+        traced = self._stand_in(function_name, types + others, out_types,
+                                out_shapes)
+        steps.append((kind, traced, len(others), 0))
+      elif kind == 'ScanDataset':
+        own = _types(op, 'Tstate')
+        unknown = [tf.TensorShape(None)] * len(own)
+        traced = self._stand_in(function_name, own + types + others,
+                                own + out_types, unknown + out_shapes)
+        # Its state's place in the loop's: after the reduce's and earlier
+        # scans'.
+        steps.append((kind, traced, len(others),
+                      (len(state_types) + len(scan_types), len(own))))
+        scan_types += own
+        scan_shapes += unknown
       else:
-        traced, _ = self._stand_in(function_name, state_types + types +
-                                   others, state_types, state_shapes)
+        traced = self._stand_in(function_name, state_types + types + others,
+                                state_types, state_shapes)
+        steps.append((kind, traced, len(others), 0))
       stand_ins[function_name] = traced
-      steps.append((kind, traced, len(others)))
-      if kind == 'MapDataset':
-        types, shapes = out_types, out_shapes
+      if out_types:
+        types = out_types
     other_types = [t for op in chain + [reduce]
                    for t in _types(op, 'Targuments')]
+    carried_types = state_types + scan_types
+    carried_shapes = state_shapes + scan_shapes
     input_specs = (list(self._specs) +
                    [tf.TensorSpec(s, t)
-                    for s, t in zip(state_shapes, state_types)] +
+                    for s, t in zip(carried_shapes, carried_types)] +
                    [tf.TensorSpec(None, t) for t in other_types])
     element_spec = self._element_spec
-    num_encoded, num_state = len(self._specs), len(state_types)
+    num_encoded, num_carried = len(self._specs), len(carried_types)
+    num_state = len(state_types)
 
     def loop(*args):
       encoded = args[:num_encoded]
-      state = list(args[num_encoded:num_encoded + num_state])
-      others = list(args[num_encoded + num_state:])
+      carried = list(args[num_encoded:num_encoded + num_carried])
+      others = list(args[num_encoded + num_carried:])
       step_others, start = [], 0
-      for _, _, count in steps:
+      for _, _, count, _ in steps:
         step_others.append(others[start:start + count])
         start += count
       count = _element_count(element_spec, encoded)
 
-      def body(i, *state):
+      def body(i, *carried):
         element = _element(element_spec, encoded, i)
-        new_state = _apply(steps, step_others, element, list(state))
-        return [i + 1] + [tf.convert_to_tensor(s) for s in new_state]
+        new = _apply(steps, step_others, element, list(carried), num_state)
+        return [i + 1] + [tf.convert_to_tensor(s) for s in new]
 
       result = tf.while_loop(
-          lambda i, *_: i < count, body, [tf.constant(0, tf.int64)] + state,
-          shape_invariants=[tf.TensorShape([])] + state_shapes,
+          lambda i, *_: i < count, body, [tf.constant(0, tf.int64)] + carried,
+          shape_invariants=[tf.TensorShape([])] + carried_shapes,
           parallel_iterations=1)
-      return result[1:]
+      return result[1:1 + num_state]
 
     traced = tf.function(loop, input_signature=input_specs,
                          autograph=False).get_concrete_function()
@@ -526,19 +547,25 @@ def _element(element_spec, encoded, i):
   return flat
 
 
-def _apply(steps, step_others, element, state):
-  """The chain's steps on one element: the reduce's new state (the old one
-  where a filter drops the element)."""
-  if not steps:
-    return state
-  (kind, function, _), rest = steps[0], steps[1:]
+def _apply(steps, step_others, element, carried, num_state):
+  """The chain's steps on one element: the loop's new carried state (the
+  reduce's, then each scan's); unchanged where a filter drops the element."""
+  (kind, function, _, place), rest = steps[0], steps[1:]
   others, rest_others = step_others[0], step_others[1:]
   if kind == 'FilterDataset':
     keep = tf.reshape(function(*element, *others)[0], [])
-    return tf.cond(keep, lambda: list(_apply(rest, rest_others, element,
-                                             state)),
-                   lambda: list(state))
+    return tf.cond(
+        keep,
+        lambda: list(_apply(rest, rest_others, element, carried, num_state)),
+        lambda: list(carried))
   if kind == 'MapDataset':
     return _apply(rest, rest_others, list(function(*element, *others)),
-                  state)
-  return list(function(*state, *element, *others))
+                  carried, num_state)
+  if kind == 'ScanDataset':
+    first, width = place
+    outputs = list(function(*carried[first:first + width], *element,
+                            *others))
+    carried = carried[:first] + outputs[:width] + carried[first + width:]
+    return _apply(rest, rest_others, outputs[width:], carried, num_state)
+  return (list(function(*carried[:num_state], *element, *others)) +
+          carried[num_state:])

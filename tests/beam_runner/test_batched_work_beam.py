@@ -1,0 +1,57 @@
+"""Many clients in one call on Beam (`canonical.executors.batched_work`):
+a client that fails inside the batch's call is dropped, the rest batched."""
+
+import numpy as np
+import pytest
+
+import beam_runner
+import canonical as cf
+from regression_process import clients as _clients, dataset as _dataset
+from regression_process import regression_process as _regression_process
+from regression_process import same as _same
+
+
+@pytest.mark.slow
+def test_on_beam_a_failing_client_is_dropped_and_the_rest_batched(tmp_path):
+  """One client's work raises inside the batch's call: the runner runs
+  that batch client by client, drops that client only, and the round is
+  the local loop's over the others."""
+  form = cf.compile(_regression_process(check_inputs=True))
+  cf.save(form, str(tmp_path / 'form.pb'))
+  clients = _clients(6)
+  clients['c03'] = [(np.full((1, 2), 1e6, np.float32),
+                     np.zeros(1, np.float32))]
+  clients['c04'] = [(np.full((1, 2), np.inf, np.float32),
+                     np.zeros(1, np.float32))]
+  directory = beam_runner.write_client_data(
+      tmp_path / 'data', {k: _dataset(v) for k, v in clients.items()})
+  result = beam_runner.run(str(tmp_path / 'form.pb'), directory, 1, 6,
+                           tmp_path / 'run', progress=lambda _: None)
+  outcome = result.outcomes[0]
+  assert outcome['dropped_reasons'] == {'work failed': 2}
+  assert sorted(outcome['dropped_clients']) == ['c03', 'c04']
+  ok = [v for k, v in sorted(clients.items()) if k not in ('c03', 'c04')]
+  state, loss = cf.run_round(form, form.initialize(), ok)
+  assert _same(result.state, state)
+  assert outcome['metrics'] == {'value': pytest.approx(float(loss))}
+
+
+@pytest.mark.slow
+def test_on_beam_a_non_finite_client_is_dropped_in_the_batch(tmp_path):
+  form = cf.compile(_regression_process())
+  cf.save(form, str(tmp_path / 'form.pb'))
+  clients = _clients(5, seed=3)
+  clients['c01'] = [(np.full((2, 2), np.nan, np.float32),
+                     np.ones(2, np.float32))]
+  directory = beam_runner.write_client_data(
+      tmp_path / 'data', {k: _dataset(v) for k, v in clients.items()})
+  result = beam_runner.run(str(tmp_path / 'form.pb'), directory, 1, 5,
+                           tmp_path / 'run', progress=lambda _: None)
+  outcome = result.outcomes[0]
+  assert outcome['dropped_reasons'] == {'non-finite update': 1}
+  assert 'NaN or Inf' in outcome['dropped_clients']['c01']
+  assert outcome['clients_ok'] == 4
+  ok = [v for k, v in sorted(clients.items()) if k != 'c01']
+  state, _ = cf.run_round(form, form.initialize(), ok)
+  assert _same(result.state, state)
+  assert outcome['bits_aggregated'] == 4 * (2 + 1 + 1) * 32
