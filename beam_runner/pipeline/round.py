@@ -74,6 +74,8 @@ NON_FINITE_POLICIES = {
 MAX_DROPPED_NAMED = 10
 # Reads of remote client data and states an element keeps in flight.
 REMOTE_READS = 8
+# Client data (bytes) one call of batched work takes at most, about.
+BATCHED_BYTES = 64 << 20
 
 
 @dataclasses.dataclass
@@ -230,23 +232,36 @@ class WorkFn(_FormFn, beam.DoFn):
            stats]
 
   def _work_batched(self, batched, tasks, inputs, c, stats):
-    """All clients' work and accumulate in one call (`BatchedWork`); if
-    that call fails, one by one, to drop only the clients that fail."""
-    ready = []
+    """The clients' work and accumulate in calls of `BatchedWork`, each
+    over clients holding up to BATCHED_BYTES of data (read as the previous
+    call runs); a call that fails runs its clients one by one, to drop only
+    the clients that fail."""
+    accumulator, worked, ready, size = None, 0, [], 0
     for task, (read, seconds) in zip(tasks, inputs):
       if isinstance(read, ClientDropped):
         stats['dropped'].append([task.client_id, read.reason, str(read)])
-      else:
-        ready.append((task, read, seconds))
-    if not ready:
-      return None, 0
+        continue
+      ready.append((task, read, seconds))
+      size += sum(a.nbytes for a in tf.nest.flatten(read))
+      if size >= BATCHED_BYTES:
+        accumulator, more = self._run_batch(batched, ready, accumulator, c,
+                                            stats)
+        worked, ready, size = worked + more, [], 0
+    if ready:
+      accumulator, more = self._run_batch(batched, ready, accumulator, c,
+                                          stats)
+      worked += more
+    return accumulator, worked
+
+  def _run_batch(self, batched, ready, accumulator, c, stats):
     start = time.perf_counter()
     try:
-      accumulator, passed = batched(None, c, [read for _, read, _ in ready])
+      new, passed = batched(accumulator, c, [read for _, read, _ in ready])
     except Exception:  # pylint: disable=broad-except
-      return self._work_each([task for task, _, _ in ready],
-                             [(read, seconds) for _, read, seconds in ready],
-                             c, stats)
+      return self._work_each(
+          [task for task, _, _ in ready],
+          [(read, seconds) for _, read, seconds in ready], c, stats,
+          accumulator)
     stats['seconds'] += (sum(seconds for _, _, seconds in ready) +
                          time.perf_counter() - start)
     values = 'NaN' if self._non_finite == 'drop_nan' else 'NaN or Inf'
@@ -258,12 +273,13 @@ class WorkFn(_FormFn, beam.DoFn):
         stats['dropped'].append([task.client_id, NON_FINITE_UPDATE,
                                  f'{NON_FINITE_UPDATE}: its update holds '
                                  f'{values}'])
-    return accumulator, int(passed.sum())
+    return new, int(passed.sum())
 
-  def _work_each(self, tasks, inputs, c, stats):
-    """Each client's work, then accumulate of its U, one call each."""
+  def _work_each(self, tasks, inputs, c, stats, accumulator=None):
+    """Each client's work, then accumulate of its U into `accumulator`
+    (None: none yet), one call each."""
     form = self.form()
-    accumulator, worked = None, 0
+    worked = 0
     keeper = None if self._secure is None else self._secure.keeper(form,
                                                                    tasks)
     writer = form.has_client_outputs and client_outputs_lib.Writer(

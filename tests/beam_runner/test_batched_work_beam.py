@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import beam_runner
+from beam_runner.pipeline import round as round_lib
 import canonical as cf
 from regression_process import clients as _clients, dataset as _dataset
 from regression_process import regression_process as _regression_process
@@ -12,10 +13,15 @@ from regression_process import same as _same
 
 
 @pytest.mark.slow
-def test_on_beam_a_failing_client_is_dropped_and_the_rest_batched(tmp_path):
+@pytest.mark.parametrize('batch_bytes', [None, 100])
+def test_on_beam_a_failing_client_is_dropped_and_the_rest_batched(
+    tmp_path, monkeypatch, batch_bytes):
   """One client's work raises inside the batch's call: the runner runs
   that batch client by client, drops that client only, and the round is
-  the local loop's over the others."""
+  the local loop's over the others, bit for bit (also when an element's
+  clients take several calls, each under `batch_bytes` of data)."""
+  if batch_bytes is not None:
+    monkeypatch.setattr(round_lib, 'BATCHED_BYTES', batch_bytes)
   form = cf.compile(_regression_process(check_inputs=True))
   cf.save(form, str(tmp_path / 'form.pb'))
   clients = _clients(6)
