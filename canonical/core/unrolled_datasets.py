@@ -33,7 +33,7 @@ _CALLS = ('PartitionedCall', 'StatefulPartitionedCall')
 _PASS_THROUGH = ('Identity',)
 # Dataset ops a chain may hold before its reduce, and their function attr.
 _CHAIN_OPS = {'FilterDataset': 'predicate', 'MapDataset': 'f',
-              'ScanDataset': 'f'}
+              'ScanDataset': 'f', 'RepeatDataset': None}
 _SUFFIX = '_unrolled'
 # Stand-ins are stateless; the functions they stand for may not be.
 _STATEFUL = {'PartitionedCall': 'StatefulPartitionedCall',
@@ -426,9 +426,14 @@ class _LoopBuilder:
     state_shapes = _shapes(reduce, 'output_shapes')
     scan_types, scan_shapes = [], []
     stand_ins, steps = {}, []
-    for op in chain + [reduce]:
-      others = _types(op, 'Targuments')
+    for position, op in enumerate(chain + [reduce]):
       kind = op.op
+      if kind == 'RepeatDataset':  # Its one input: the count.
+        if any(o.op == 'ScanDataset' for o in chain[:position]):
+          raise Unsupported(f'{op.name}: a scan before a repeat')
+        steps.append((kind, None, 1, 0))
+        continue
+      others = _types(op, 'Targuments')
       function_name = op.attr[_CHAIN_OPS.get(kind, 'f')].func.name
       out_types, out_shapes = [], []
       if kind in ('MapDataset', 'ScanDataset'):
@@ -461,7 +466,8 @@ class _LoopBuilder:
       if out_types:
         types = out_types
     other_types = [t for op in chain + [reduce]
-                   for t in _types(op, 'Targuments')]
+                   for t in (_types(op, 'Targuments')
+                             if op.op != 'RepeatDataset' else [tf.int64])]
     carried_types = state_types + scan_types
     carried_shapes = state_shapes + scan_shapes
     input_specs = (list(self._specs) +
@@ -480,10 +486,18 @@ class _LoopBuilder:
       for _, _, count, _ in steps:
         step_others.append(others[start:start + count])
         start += count
-      count = _element_count(element_spec, encoded)
+      elements = _element_count(element_spec, encoded)
+      count = elements
+      for (kind, _, _, _), repeat in zip(steps, step_others):
+        if kind == 'RepeatDataset':  # Each repetition reads them again.
+          endless = tf.logical_and(repeat[0] < 0, elements > 0)
+          with tf.control_dependencies([tf.debugging.Assert(
+              tf.logical_not(endless),
+              ['an endless repeat() of a non-empty dataset'])]):
+            count = count * tf.where(elements > 0, repeat[0], 0)
 
       def body(i, *carried):
-        element = _element(element_spec, encoded, i)
+        element = _element(element_spec, encoded, i % elements)
         new = _apply(steps, step_others, element, list(carried), num_state)
         return [i + 1] + [tf.convert_to_tensor(s) for s in new]
 
@@ -561,6 +575,8 @@ def _apply(steps, step_others, element, carried, num_state):
   if kind == 'MapDataset':
     return _apply(rest, rest_others, list(function(*element, *others)),
                   carried, num_state)
+  if kind == 'RepeatDataset':
+    return _apply(rest, rest_others, element, carried, num_state)
   if kind == 'ScanDataset':
     first, width = place
     outputs = list(function(*carried[first:first + width], *element,

@@ -59,6 +59,12 @@ def _nested_call(dataset, weights):
   return w, loss + tf.cast(count, tf.float32)
 
 
+def _epochs(dataset, weights):
+  """Local epochs: the filtered batches, three times over."""
+  return _train(dataset.filter(lambda x, y: tf.size(y) > 0).repeat(3),
+                weights)
+
+
 def _two_reductions(dataset, weights):
   total = dataset.reduce(0, lambda n, batch: n + tf.size(batch[1]))
   return _train(dataset, weights)[0] * tf.cast(total, tf.float32)
@@ -81,7 +87,7 @@ def _same(a, b):
 
 
 @pytest.mark.parametrize('function', [_train, _autograph_loop, _nested_call,
-                                      _two_reductions])
+                                      _epochs, _two_reductions])
 @pytest.mark.parametrize('sizes', [[5, 5, 2], [4, 1, 3, 7], [1], []])
 @pytest.mark.parametrize('saved', [False, True])
 def test_elements_give_the_datasets_results_bit_for_bit(function, sizes,
@@ -141,3 +147,13 @@ def test_encoding_of_ragged_batches():
   values, splits, labels, label_splits = tensors
   assert values.shape == (5, 3) and labels.shape == (5,)
   assert splits.tolist() == label_splits.tolist() == [0, 2, 2, 5]
+
+
+def test_an_endless_repeat_fails_where_a_dataset_would_never_end():
+  piece = _piece(lambda dataset, weights: _train(dataset.repeat(), weights))
+  assert piece.unrolled() is not None
+  weights = np.ones(3, np.float32)
+  with pytest.raises(tf.errors.InvalidArgumentError, match='endless'):
+    piece(_batches([2]), weights)
+  # An empty dataset repeated forever is empty, as in tf.data.
+  assert _same(piece([], weights), (weights, 0.0, 0))
