@@ -218,9 +218,10 @@ class WorkFn(_FormFn, beam.DoFn):
     remote = getattr(self._data, 'remote', False) or not storage_lib.is_local(
         self._attempt.directory)
     inputs = _in_order(self._inputs, tasks, REMOTE_READS if remote else 0)
-    batched = None if self._secure is not None or not _takes_elements(
-        form, self._data) else batched_work.BatchedWork.of(form,
-                                                           self._non_finite)
+    batched = None
+    if (self._secure is None and not sandbox.is_sandboxed(form) and
+        client_data_lib.takes_elements(form, self._data)):
+      batched = batched_work.BatchedWork.of(form, self._non_finite)
     if batched is None:
       accumulator, worked = self._work_each(tasks, inputs, c, stats)
     else:
@@ -323,7 +324,7 @@ class WorkFn(_FormFn, beam.DoFn):
       try:
         if sandbox.is_sandboxed(form):  # It reads the data itself.
           data = sandbox.ClientDataRef(self._data, task.client_id)
-        elif _takes_elements(form, self._data):
+        elif client_data_lib.takes_elements(form, self._data):
           data = self._data.read_elements(task.client_id,
                                           form.client_data_spec)
         else:
@@ -383,16 +384,6 @@ class WorkFn(_FormFn, beam.DoFn):
                                     form.client_state_spec, what, storage)
     except (OSError, ValueError) as e:
       raise ClientDropped(UNREADABLE_STATE, _message(e)) from e
-
-
-def _takes_elements(form, data_source):
-  """Whether the client's dataset goes to work as its list of elements:
-  work takes them unrolled (a loaded piece whose dataset only feeds
-  reductions, see canonical.saving.unrolled_datasets), and the source can
-  read them without tf.data."""
-  return (isinstance(form.client_data_spec, tf.data.DatasetSpec) and
-          hasattr(data_source, 'read_elements') and
-          getattr(form.work, 'unrolled', lambda: None)() is not None)
 
 
 _NONE = object()  # No item left.

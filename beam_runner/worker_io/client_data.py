@@ -397,6 +397,16 @@ def write_sizes(directory, sizes, storage=None):
       json.dumps(sizes, sort_keys=True).encode())
 
 
+def takes_elements(form, source):
+  """Whether a client's dataset goes to `form`'s work as the list of its
+  elements: work takes them unrolled (its dataset only feeds reductions,
+  see canonical.core.unrolled_datasets) and `source` reads them without
+  tf.data."""
+  return (isinstance(form.client_data_spec, tf.data.DatasetSpec) and
+          hasattr(source, 'read_elements') and
+          form.work.unrolled() is not None)
+
+
 def source_of(client_data, storage=None):
   """A source for a dict (in memory), a directory path (read through
   `storage`), or a source."""

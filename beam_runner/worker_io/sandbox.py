@@ -253,11 +253,19 @@ def _reply_frame(header, body=b''):
 
 
 def _resolve(value, form):
-  """The call's arguments with client data references read."""
+  """The call's arguments with client data references read (as element
+  lists where work takes them, see `client_data.takes_elements`)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from beam_runner.worker_io import client_data  # pylint: disable=g-import-not-at-top
+
+  def read(ref):
+    if client_data.takes_elements(form, ref.source):
+      return ref.source.read_elements(ref.client_id, form.client_data_spec)
+    return ref.source.read(ref.client_id, form.client_data_spec)
+
   return tf.nest.map_structure(
-      lambda leaf: leaf.source.read(leaf.client_id, form.client_data_spec)
-      if isinstance(leaf, ClientDataRef) else leaf, value)
+      lambda leaf: read(leaf) if isinstance(leaf, ClientDataRef) else leaf,
+      value)
 
 
 def child_main():
