@@ -152,16 +152,21 @@ class Piece:
     """`(graph_def, input tensor names, output tensor names)`."""
     return unrolled_datasets.frozen_graph(self.concrete_function)
 
-  def _call_on_elements(self, args):
-    """A call where each dataset is given as the list of its elements (as
-    TFF 0.87 takes sequences from Python)."""
+  def flat_arguments(self, args):
+    """The leaves of `args` up to the input specs' leaves (a dataset is
+    one); InvalidTypeError naming the piece if they do not fit."""
     try:
-      values = nest.flatten_up_to(tuple(self.input_specs), args,
-                                  check_types=False)
+      return nest.flatten_up_to(tuple(self.input_specs), args,
+                                check_types=False)
     except (TypeError, ValueError) as e:
       raise errors.InvalidTypeError(
           f'Piece {self.name!r} {self.input_signature()} was '
           f'called with arguments that do not fit: {e}') from e
+
+  def _call_on_elements(self, args):
+    """A call where each dataset is given as the list of its elements (as
+    TFF 0.87 takes sequences from Python)."""
+    values = self.flat_arguments(args)
     specs = tf.nest.flatten(self.input_specs)
     function = self.unrolled()
     if function is None:  # Through datasets, as the piece takes them.

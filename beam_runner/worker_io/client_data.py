@@ -236,7 +236,7 @@ class TFRecordClientData:
   def read_elements(self, client_id, spec):
     """The client's dataset (`spec` a DatasetSpec) as the list of its
     elements, numpy arrays parsed without tf.data: for a piece that takes
-    them unrolled (`canonical.saving.unrolled_datasets`), setting up a
+    them unrolled (`canonical.core.unrolled_datasets`), setting up a
     dataset would cost more than a small client's work."""
     path = self.path(client_id)
     leaves = tf.nest.flatten(spec.element_spec)

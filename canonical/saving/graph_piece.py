@@ -9,7 +9,6 @@ tensor.
 """
 
 import tensorflow as tf
-from tensorflow.python.util import nest
 
 from canonical.core import types as ft
 from canonical.core import unrolled_datasets
@@ -78,13 +77,7 @@ class GraphPiece(form_lib.Piece):
                              output_spec, list(output_tensors))
 
   def _call(self, *args):
-    try:
-      values = nest.flatten_up_to(tuple(self.input_specs), args,
-                                  check_types=False)
-    except (TypeError, ValueError) as e:
-      raise errors.InvalidTypeError(
-          f'Piece {self.name!r} {self.input_signature()} was '
-          f'called with arguments that do not fit: {e}') from e
+    values = self.flat_arguments(args)
     flat = [self._feed(spec, value) for spec, value in zip(
         structure_coding.flat_specs(self.input_specs), values)]
     outputs = self._concrete(*flat)
