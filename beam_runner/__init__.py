@@ -6,28 +6,29 @@ steps; `engines/` where they run (in process, DirectRunner, Dask); `worker_io/`
 what workers read and write (forms, client data, tensors, per-client
 outputs, the sandbox); `secure/` a round's secure sums; `options` the command
 lines' flags.
+
+The names below are imported on first use, so that `python -m beam_runner
+--help` imports neither TensorFlow nor Beam.
 """
 
-from beam_runner.driver.run_dir import CommitConflict
-from beam_runner.driver.run_dir import RunDir
-from beam_runner.driver.run_dir import RunDirError
-from beam_runner.driver.run_lock import RunLocked
-from beam_runner.driver.runner import RoundError
-from beam_runner.driver.runner import read_client_outputs
-from beam_runner.driver.runner import run
-from beam_runner.driver.runner import RunResult
-from beam_runner.driver.runner import sample_clients
-from beam_runner.engines import EngineError
-from beam_runner import testing
-from beam_runner.worker_io.client_data import ClientDataError
-from beam_runner.worker_io.client_data import InMemoryClientData
-from beam_runner.worker_io.client_data import TFRecordClientData
-from beam_runner.worker_io.client_data import write_client_data
-from beam_runner.worker_io.client_outputs import ClientOutputs
-from beam_runner.worker_io.client_outputs import RoundOutputs
-from beam_runner.worker_io.form_source import FormSource
-from beam_runner.worker_io.sandbox import Isolation
+import importlib
+import importlib.machinery
+
 from canonical import _moved
+
+_HOMES = {
+    'beam_runner.driver.run_dir': ('CommitConflict', 'RunDir', 'RunDirError'),
+    'beam_runner.driver.run_lock': ('RunLocked',),
+    'beam_runner.driver.runner': ('RoundError', 'read_client_outputs', 'run',
+                                  'RunResult', 'sample_clients'),
+    'beam_runner.engines': ('EngineError',),
+    'beam_runner.worker_io.client_data': (
+        'ClientDataError', 'InMemoryClientData', 'TFRecordClientData',
+        'write_client_data'),
+    'beam_runner.worker_io.client_outputs': ('ClientOutputs', 'RoundOutputs'),
+    'beam_runner.worker_io.form_source': ('FormSource',),
+    'beam_runner.worker_io.sandbox': ('Isolation',),
+}
 
 _moved.register({
     'beam_runner.client_data': ['beam_runner.worker_io.client_data'],
@@ -46,5 +47,30 @@ _moved.register({
 })
 
 
+_PUBLIC = frozenset(name for names in _HOMES.values() for name in names)
+
+
+def _load():
+  """Imports the runner and binds its public names here (once), in the order
+  the package imported them when it imported them eagerly."""
+  for home, names in _HOMES.items():
+    module = importlib.import_module(home)
+    for name in names:
+      globals()[name] = getattr(module, name)
+  importlib.import_module('beam_runner.testing')
+
+
 def __getattr__(name):
+  if name in _PUBLIC:
+    _load()
+    return globals()[name]
+  if not name.startswith('_') and importlib.machinery.PathFinder.find_spec(
+      f'{__name__}.{name}', __path__) is not None:
+    return importlib.import_module(f'{__name__}.{name}')  # Only it.
+  if name.startswith('_'):
+    raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
   return _moved.attribute(__name__, name)
+
+
+def __dir__():
+  return sorted(set(globals()) | _PUBLIC)

@@ -14,6 +14,8 @@ Beam's in-process runner; `--runner DaskRunner` runs them on a Dask cluster.
 Bad input (and an engine or storage that cannot be reached) exits with
 status 2, a round that fails with status 1; progress lines go to stderr, the
 summary to stdout (with per-client outputs, where they were written).
+`--help` and bad usage answer without importing TensorFlow or Beam, and an
+unknown flag without TensorFlow.
 """
 
 import argparse
@@ -24,6 +26,8 @@ import sys
 from beam_runner.options import add_engine_arguments
 from beam_runner.options import beam_options
 from beam_runner.options import UsageError
+from canonical import errors
+from canonical import quiet
 
 USAGE_ERROR = 2
 ROUND_FAILED = 1
@@ -92,12 +96,8 @@ def _parser():
   return parser
 
 
-def run_command(args, flags):
-  import beam_runner  # pylint: disable=g-import-not-at-top
-  from canonical import io as storage_lib  # pylint: disable=g-import-not-at-top
-  from canonical.secagg import graph as secagg_graph  # pylint: disable=g-import-not-at-top
-  options = beam_options(flags)
-  storage = storage_lib.storage_for(options)
+def check_run_arguments(args):
+  """Refuses numbers out of range, before anything heavy is imported."""
   for name in ('rounds', 'clients_per_round', 'min_clients',
                'rounds_per_pipeline', 'clients_per_element', 'seed',
                'secure_threshold'):
@@ -109,6 +109,13 @@ def run_command(args, flags):
   if (args.secure_threshold or 0) > args.clients_per_round:
     raise UsageError(f'--secure-threshold {args.secure_threshold} is more '
                      f'than --clients-per-round {args.clients_per_round}.')
+
+
+def run_command(args, options):
+  import beam_runner  # pylint: disable=g-import-not-at-top
+  from canonical import io as storage_lib  # pylint: disable=g-import-not-at-top
+  from canonical.secagg import graph as secagg_graph  # pylint: disable=g-import-not-at-top
+  storage = storage_lib.storage_for(options)
   try:
     args.secure_neighbors = secagg_graph.from_text(args.secure_neighbors)
   except ValueError:
@@ -143,13 +150,13 @@ def run_command(args, flags):
           f'beam_runner.read_client_outputs({result.output_dir!r})')
 
 
-def write_clients_command(args, flags):
-  import beam_runner  # pylint: disable=g-import-not-at-top
-  from canonical import io as storage_lib  # pylint: disable=g-import-not-at-top
-  storage = storage_lib.storage_for(beam_options(flags))  # --s3_* flags.
+def write_clients_command(args, options):
   module_name, _, function_name = args.source.partition(':')
   if not module_name or not function_name:
     raise UsageError(f'--from {args.source!r}: expected MODULE:FUNCTION.')
+  import beam_runner  # pylint: disable=g-import-not-at-top
+  from canonical import io as storage_lib  # pylint: disable=g-import-not-at-top
+  storage = storage_lib.storage_for(options)  # --s3_* flags.
   sys.path.insert(0, os.getcwd())
   try:
     function = getattr(importlib.import_module(module_name), function_name)
@@ -165,21 +172,28 @@ def write_clients_command(args, flags):
 
 def main(argv=None):
   """Runs the command line; returns the exit status."""
+  quiet.environment()
   args, flags = _parser().parse_known_args(argv)
-  from beam_runner.driver import runner  # pylint: disable=g-import-not-at-top
-  from canonical import errors  # pylint: disable=g-import-not-at-top
+  quiet.third_party()
   try:
     if args.command == 'run':
-      run_command(args, flags)
+      check_run_arguments(args)
+    options = beam_options(flags)  # Beam, not TensorFlow, says what it knows.
+    if args.command == 'run':
+      run_command(args, options)
     else:
-      write_clients_command(args, flags)
-  except runner.RoundError as e:
-    print(f'error: {e}', file=sys.stderr)
-    return ROUND_FAILED
-  except errors.Error as e:  # Bad input, or an engine or storage unreached.
-    print(f'error: {e}', file=sys.stderr)
-    return USAGE_ERROR
+      write_clients_command(args, options)
+  except errors.Error as e:  # Bad input, an engine or storage unreached, or
+    print(f'error: {e}', file=sys.stderr)  # a round that failed.
+    return ROUND_FAILED if _is_round_error(e) else USAGE_ERROR
   return 0
+
+
+def _is_round_error(error):
+  """Whether `error` is a failed round (the runner, which raises those, is
+  imported only once rounds run)."""
+  runner = sys.modules.get('beam_runner.driver.runner')
+  return runner is not None and isinstance(error, runner.RoundError)
 
 
 if __name__ == '__main__':

@@ -2,7 +2,8 @@
 program does not know, and the flags that shape pipelines but not results.
 
 A library module: `python -m beam_runner` and the pipelines' command lines
-import these, never each other's `__main__`.
+import these, never each other's `__main__`. Building a parser imports
+nothing heavy; checking Beam's flags imports Beam, never TensorFlow.
 """
 
 from canonical import errors
@@ -25,9 +26,10 @@ def add_engine_arguments(parser):
 
 def beam_options(flags, program='beam_runner'):
   """`PipelineOptions` from the flags left over; UsageError on unknown ones
-  (`program`: who else did not know them)."""
-  from beam_runner import engines  # pylint: disable=g-import-not-at-top  # Registers --dask_*.
-  options = engines.pipeline_options_of(list(flags))
+  (`program`: who else did not know them). Imports Beam, not TensorFlow."""
+  from apache_beam.runners.dask import dask_runner  # pylint: disable=g-import-not-at-top,unused-import  # Registers --dask_*.
+  from canonical import io as storage_lib  # pylint: disable=g-import-not-at-top
+  options = storage_lib.pipeline_options(list(flags))
   unknown = set(options.get_all_options(retain_unknown_options=True)) - set(
       options.get_all_options())
   stray = [f for f in flags if f.startswith('-') and not f.startswith('--')]

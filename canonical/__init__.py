@@ -3,73 +3,107 @@
 `import canonical as tff`: the federated language (`core`), processes
 (`templates`), the compiler (`compiler`) to `CanonicalForm` (`form`), the
 executors (`executors`), forms on disk (`saving`), storage (`io`), secure
-aggregation (`secagg`), and, on first use, `learning`, `aggregators`,
-`privacy`, `program`, `simulation`, `backends`, and TFF 0.87's
-`tensorflow` and `types`. Every error it raises is an `Error`.
+aggregation (`secagg`), and `learning`, `aggregators`, `privacy`, `program`,
+`simulation`, `backends`, and TFF 0.87's `tensorflow` and `types`. Every
+error it raises is an `Error`.
+
+Importing the package imports neither TensorFlow nor anything that does, so
+that a command line answers `--help` at once: the first use of a name of the
+language imports the language whole (the modules the package imported
+eagerly before, in the same order), and a subpackage is imported alone on
+first use. A federated computation called from Python runs by its plain
+meaning (the reference executor), however its module was reached.
 """
 
+import importlib
+import importlib.abc
+import importlib.machinery
+import sys
+
 from canonical import _moved
-from canonical.compiler import compile  # pylint: disable=redefined-builtin
-from canonical.core.computations import Computation
-from canonical.core.computations import federated_computation
-from canonical.core.computations import tf_computation
-from canonical.core import context as _context
-from canonical.core.intrinsics import federated_aggregate
-from canonical.core.intrinsics import federated_apply
-from canonical.core.intrinsics import federated_broadcast
-from canonical.core.intrinsics import federated_eval
-from canonical.core.intrinsics import federated_map
-from canonical.core.intrinsics import federated_max
-from canonical.core.intrinsics import federated_mean
-from canonical.core.intrinsics import federated_min
-from canonical.core.intrinsics import federated_secure_modular_sum
-from canonical.core.intrinsics import federated_secure_select
-from canonical.core.intrinsics import federated_secure_sum
-from canonical.core.intrinsics import federated_secure_sum_bitwidth
-from canonical.core.intrinsics import federated_select
-from canonical.core.intrinsics import federated_sum
-from canonical.core.intrinsics import federated_value
-from canonical.core.intrinsics import federated_zip
-from canonical.core.intrinsics import sequence_map
-from canonical.core.intrinsics import sequence_reduce
-from canonical.core.intrinsics import sequence_sum
-from canonical.core.types import CLIENTS
-from canonical.core.types import clients
-from canonical.core.types import FederatedType
-from canonical.core.types import FunctionType
-from canonical.core.types import SequenceType
-from canonical.core.types import SERVER
-from canonical.core.types import server
-from canonical.core.types import StructType
-from canonical.core.types import StructWithPythonType
-from canonical.core.types import TensorType
-from canonical.core.types import to_type
-from canonical.core.types import type_at_clients
-from canonical.core.types import type_at_server
 from canonical.errors import Error
 from canonical.errors import FederatedError
-from canonical.executors.local import run_round
-from canonical.executors import reference
-from canonical.form import CanonicalForm
-from canonical.form import FormError
-from canonical.form import Piece
-from canonical.saving import fingerprint
-from canonical.saving import load
-from canonical.saving import save
-from canonical.templates import IterativeProcess
+
+# The public names of the language, by the module each comes from, in the
+# order the package imported them when it imported them eagerly.
+_HOMES = {
+    'canonical.compiler': ('compile',),
+    'canonical.core.computations': ('Computation', 'federated_computation',
+                                    'tf_computation'),
+    'canonical.core.intrinsics': (
+        'federated_aggregate', 'federated_apply', 'federated_broadcast',
+        'federated_eval', 'federated_map', 'federated_max', 'federated_mean',
+        'federated_min', 'federated_secure_modular_sum',
+        'federated_secure_select', 'federated_secure_sum',
+        'federated_secure_sum_bitwidth', 'federated_select', 'federated_sum',
+        'federated_value', 'federated_zip', 'sequence_map', 'sequence_reduce',
+        'sequence_sum'),
+    'canonical.core.types': (
+        'CLIENTS', 'clients', 'FederatedType', 'FunctionType', 'SequenceType',
+        'SERVER', 'server', 'StructType', 'StructWithPythonType', 'TensorType',
+        'to_type', 'type_at_clients', 'type_at_server'),
+    'canonical.executors.local': ('run_round',),
+    'canonical.executors': ('reference',),
+    'canonical.form': ('CanonicalForm', 'FormError', 'Piece'),
+    'canonical.saving': ('fingerprint', 'load', 'save'),
+    'canonical.templates': ('IterativeProcess',),
+}
+_CONTEXT = 'canonical.core.context'
+
+
+def _run_by_plain_meaning(computation, *args):
+  from canonical.executors import reference  # pylint: disable=g-import-not-at-top
+  return reference.run(computation, *args)
+
+
+class _InstallReferenceExecutor(importlib.abc.MetaPathFinder):
+  """Installs the reference executor as soon as the language's execution
+  context is imported, whether through a name of this package or a direct
+  import of a submodule (`from canonical.core.computations import ...`)."""
+
+  def find_spec(self, name, path=None, target=None):
+    if name != _CONTEXT:
+      return None
+    spec = importlib.machinery.PathFinder.find_spec(name, path, target)
+    if spec is None or spec.loader is None:
+      return spec
+    exec_module = spec.loader.exec_module
+
+    def exec_then_install(module):
+      exec_module(module)
+      module.set_executor(_run_by_plain_meaning)
+
+    spec.loader.exec_module = exec_then_install
+    return spec
+
 
 _moved.register(_moved.CANONICAL)
-# A federated computation called from Python runs by its plain meaning.
-_context.set_executor(reference.run)
+if _CONTEXT not in sys.modules:
+  sys.meta_path.insert(0, _InstallReferenceExecutor())
 
-# Subpackages imported on first use: they bring Keras or dp-accounting, which
-# the language alone does not need.
-_ON_FIRST_USE = ('aggregators', 'backends', 'learning', 'privacy', 'program',
-                 'simulation', 'tensorflow', 'types')
+
+_PUBLIC = frozenset(name for names in _HOMES.values() for name in names)
+
+
+def _load_language():
+  """Imports the language and binds its public names here (once)."""
+  for home, names in _HOMES.items():
+    module = importlib.import_module(home)
+    for name in names:
+      globals()[name] = getattr(module, name)
 
 
 def __getattr__(name):
-  if name in _ON_FIRST_USE:
-    import importlib  # pylint: disable=g-import-not-at-top
-    return importlib.import_module(f'canonical.{name}')
+  if name in _PUBLIC:
+    _load_language()
+    return globals()[name]
+  if not name.startswith('_') and importlib.machinery.PathFinder.find_spec(
+      f'{__name__}.{name}', __path__) is not None:
+    return importlib.import_module(f'{__name__}.{name}')  # Only it.
+  if name.startswith('_'):  # Tools probing dunders import nothing.
+    raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
   return _moved.attribute(__name__, name)
+
+
+def __dir__():
+  return sorted(set(globals()) | _PUBLIC)

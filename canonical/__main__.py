@@ -6,7 +6,8 @@
 FUNCTION takes no arguments and returns an IterativeProcess (compiled here) or
 a CanonicalForm. MODULE is a module name importable from the current folder,
 or a path to a .py file. Bad input gets a one-line error and exit code 1 (2
-for bad usage).
+for bad usage). `--help`, bad usage and `inspect` of an intact form answer
+without importing TensorFlow.
 """
 
 import argparse
@@ -16,6 +17,7 @@ import os
 import sys
 
 from canonical import errors
+from canonical import quiet
 
 
 class CommandError(errors.Error):
@@ -100,13 +102,11 @@ def compile_command(args):
 
 def inspect_command(args):
   from canonical.saving import inspection  # pylint: disable=g-import-not-at-top
-  try:
-    print(inspection.describe_file(args.form))
-  except inspection.FormError as e:
-    raise CommandError(str(e)) from e
+  print(inspection.describe_file(args.form))  # A FormError is an errors.Error.
 
 
 def main(argv=None):
+  quiet.environment()
   parser = argparse.ArgumentParser(
       prog='python -m canonical', description=__doc__.splitlines()[0])
   commands = parser.add_subparsers(dest='command', required=True)
@@ -123,6 +123,7 @@ def main(argv=None):
   inspect_parser.add_argument('form', help='a form file')
   inspect_parser.set_defaults(run=inspect_command)
   args = parser.parse_args(argv)
+  quiet.third_party()
   try:
     args.run(args)
   except errors.Error as e:

@@ -5,11 +5,13 @@
     python -m pipelines.compression_study --json rows.json --settings uncompressed,tutorial_8bit
 
 Every setting runs with the same data, seeds, rounds and sampled clients, so
-its curve differs from the uncompressed one only by what its encoders lose.
-Writes each run under OUTPUT_DIR/<setting>/, one PNG of every setting's test
-accuracy against cumulative bits, a markdown table (also into BENCHMARKS.md
-between markers, unless --no-benchmarks-md), and with --json the rows.
-Reruns resume: settings and rounds already committed are not run again.
+its curve differs from the uncompressed one only by what its encoders lose;
+each setting names its own size threshold, so the study's figures keep their
+meaning whatever the main job's default. Writes each run under
+OUTPUT_DIR/<setting>/, one PNG of every setting's test accuracy against
+cumulative bits, a markdown table (also into BENCHMARKS.md between markers,
+with --write-benchmarks), and with --json the rows. Reruns resume: settings
+and rounds already committed are not run again.
 Outputs go through `canonical.io`: OUTPUT_DIR may be s3://bucket/study
 (with Beam's --s3_* flags), like the main job's.
 """
@@ -19,12 +21,15 @@ import dataclasses
 import json
 import os
 import sys
+import time
 
 from canonical import errors
 from canonical import io as storage_lib
+from canonical import quiet
 from pipelines import fedavg
 from pipelines import reporting
 
+OUTPUT_ROOT = 'compression_study_output'
 TARGET_UPLINK_RATIO = 32.0
 TARGET_DOWNLINK_RATIO = 8.0
 TARGET_ACCURACY_POINTS = 1.0
@@ -80,7 +85,8 @@ BY_NAME = {s.name: s for s in SETTINGS}
 def run_study(base, settings=SETTINGS, pipeline_options=None, print_fn=print):
   """Runs `base` (a `fedavg.Config`) once per setting; returns the rows."""
   results = {}
-  for setting in settings:
+  started = time.monotonic()
+  for done, setting in enumerate(settings):
     config = dataclasses.replace(
         base, broadcast_encoder=setting.broadcast_encoder,
         aggregation_encoder=setting.aggregation_encoder,
@@ -88,7 +94,10 @@ def run_study(base, settings=SETTINGS, pipeline_options=None, print_fn=print):
         noise_multiplier=setting.noise_multiplier, clip=setting.clip,
         output_dir=storage_lib.join(base.output_dir, setting.name),
         data_dir=base.data_dir)
-    print_fn(f'== {setting.name}: {setting.description}')
+    left = reporting.time_left(time.monotonic() - started, done,
+                               len(settings) - done)
+    print_fn(f'== setting {done + 1} of {len(settings)}, {setting.name}: '
+             f'{setting.description}' + (f' ({left})' if left else ''))
     results[setting.name] = fedavg.run_experiment(config, pipeline_options,
                                                   print_fn=print_fn)
   return rows_of(results, settings)
@@ -260,21 +269,32 @@ def build_parser():
                       help='comma-separated setting names (default: all)')
   parser.add_argument('--quick', action='store_true',
                       help='digits, 20 clients, 5 rounds: a smoke run')
-  parser.add_argument('--output-dir', default='compression_study_output',
-                      help='a local directory or a URL (s3://bucket/path)')
+  parser.add_argument('--output-dir', default=None,
+                      help='a local directory or a URL (s3://bucket/path); '
+                      f'default: {OUTPUT_ROOT}/KEY_DIGEST, KEY the dataset '
+                      'and partition, DIGEST of every flag that shapes the '
+                      'study (the same command resumes there)')
   parser.add_argument('--plot', default=None,
                       help='the PNG to write (default: '
                       'OUTPUT_DIR/compression_study.png)')
   parser.add_argument('--json', default=None,
                       help='write the rows (setting, uplink_ratio, '
                       'downlink_ratio, test_accuracy, ...) here')
-  parser.add_argument('--benchmarks-md', default='BENCHMARKS.md',
-                      help='markdown file whose study section is replaced')
-  parser.add_argument('--no-benchmarks-md', action='store_true')
+  parser.add_argument('--write-benchmarks', action='store_true',
+                      help="replace the study's section of --benchmarks-md "
+                      '(not written without this flag)')
+  parser.add_argument('--benchmarks-md', default=None,
+                      help='the markdown file --write-benchmarks writes '
+                      '(default: BENCHMARKS.md)')
+  # Accepted for the commands BENCHMARKS.md records; not writing it is now
+  # the default.
+  parser.add_argument('--no-benchmarks-md', action='store_true',
+                      help=argparse.SUPPRESS)
   return parser
 
 
 def main(argv=None):
+  quiet.environment()
   parser = build_parser()
   args, beam_flags = parser.parse_known_args(argv)
   names = [n.strip() for n in args.settings.split(',') if n.strip()]
@@ -282,22 +302,31 @@ def main(argv=None):
   if unknown or not names:
     parser.error(f'unknown --settings {", ".join(unknown) or "(none)"}; '
                  f'choose from {", ".join(BY_NAME)}')
+  if args.benchmarks_md and not args.write_benchmarks:
+    parser.error('--benchmarks-md names the file --write-benchmarks writes; '
+                 'add --write-benchmarks')
+  if args.write_benchmarks and args.no_benchmarks_md:
+    parser.error('--write-benchmarks and --no-benchmarks-md contradict')
   if args.quick:
     args.dataset, args.num_clients, args.rounds = 'digits', 20, 5
     args.eval_every = 1
   from beam_runner import options as runner_options  # pylint: disable=g-import-not-at-top
+  quiet.third_party()
   try:
-    options = runner_options.beam_options(beam_flags,
-                                          'pipelines.compression_study')
-    storage = storage_lib.storage_for(options)
     base = fedavg.Config(
         dataset=args.dataset, partition=args.partition, alpha=args.alpha,
         num_clients=args.num_clients, rounds=args.rounds,
         clients_per_round=args.clients_per_round, epochs=args.epochs,
         batch_size=args.batch_size, client_lr=args.client_lr,
-        eval_every=args.eval_every, seed=args.seed,
-        output_dir=args.output_dir,
+        eval_every=args.eval_every, seed=args.seed)
+    args.output_dir = args.output_dir or storage_lib.join(
+        OUTPUT_ROOT, f'{study_key(base)}_{fedavg.run_digest(base)}')
+    base = dataclasses.replace(
+        base, output_dir=args.output_dir,
         data_dir=storage_lib.join(args.output_dir, fedavg.DATA_DIR))
+    options = runner_options.beam_options(beam_flags,
+                                          'pipelines.compression_study')
+    storage = storage_lib.storage_for(options)
     settings = [BY_NAME[n] for n in names]
     rows = run_study(base, settings, options,
                      print_fn=lambda line: print(line, flush=True))
@@ -313,10 +342,10 @@ def main(argv=None):
   print(f'plot: {plot_path}')
   if args.json:
     storage.write_bytes(args.json, json.dumps(rows, indent=1).encode())
-  if not args.no_benchmarks_md:
+  if args.write_benchmarks:
     command = 'python -m pipelines.compression_study ' + ' '.join(
         argv if argv is not None else sys.argv[1:])
-    update_benchmarks_md(args.benchmarks_md,
+    update_benchmarks_md(args.benchmarks_md or 'BENCHMARKS.md',
                          section_text(base, rows, command.strip(), plot_path),
                          study_key(base))
   return 0

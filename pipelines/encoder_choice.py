@@ -7,31 +7,38 @@ more in parameters and error than it saves in bits.
 """
 
 from canonical import errors
-import encoders as te
+
+
+def _te():
+  """`encoders.encoders`, imported (with TensorFlow) when one is built:
+  parsing a choice needs neither."""
+  import encoders as te  # pylint: disable=g-import-not-at-top
+  return te.encoders
+
 
 # name -> (argument meaning or None, default argument, builder(argument, seed)).
 _CHOICES = {
-    'none': (None, None, lambda arg, seed: te.encoders.identity()),
-    'float16': (None, None, lambda arg, seed: te.encoders.half_precision()),
-    'uniform': ('bits', 8, lambda arg, seed: te.encoders.uniform_quantization(
+    'none': (None, None, lambda arg, seed: _te().identity()),
+    'float16': (None, None, lambda arg, seed: _te().half_precision()),
+    'uniform': ('bits', 8, lambda arg, seed: _te().uniform_quantization(
         int(arg), seed=seed)),
     'uniform_nearest': ('bits', 8, lambda arg, seed:
-                        te.encoders.uniform_quantization(
+                        _te().uniform_quantization(
                             int(arg), stochastic=False, seed=seed)),
-    'hadamard': ('bits', 2, lambda arg, seed: te.encoders.hadamard_quantization(
+    'hadamard': ('bits', 2, lambda arg, seed: _te().hadamard_quantization(
         int(arg), seed=seed)),
     'hadamard_nearest': ('bits', 4, lambda arg, seed:
-                         te.encoders.hadamard_quantization(
+                         _te().hadamard_quantization(
                              int(arg), stochastic=False, seed=seed)),
-    'adaptive': ('bits', 4, lambda arg, seed: te.encoders.adaptive_quantization(
+    'adaptive': ('bits', 4, lambda arg, seed: _te().adaptive_quantization(
         int(arg), seed=seed)),
-    'drive': (None, None, lambda arg, seed: te.encoders.drive(seed=seed)),
+    'drive': (None, None, lambda arg, seed: _te().drive(seed=seed)),
     'subsampled_drive': ('fraction', 0.5, lambda arg, seed:
-                         te.encoders.subsampled_drive(float(arg), seed=seed)),
-    'sign': (None, None, lambda arg, seed: te.encoders.sign()),
-    'top_k': ('fraction', 0.01, lambda arg, seed: te.encoders.top_k(
+                         _te().subsampled_drive(float(arg), seed=seed)),
+    'sign': (None, None, lambda arg, seed: _te().sign()),
+    'top_k': ('fraction', 0.01, lambda arg, seed: _te().top_k(
         fraction=float(arg))),
-    'random_k': ('fraction', 0.1, lambda arg, seed: te.encoders.random_k(
+    'random_k': ('fraction', 0.1, lambda arg, seed: _te().random_k(
         float(arg), seed=seed)),
     # Not a tensor encoder: the whole update through secure aggregation as
     # rotated BITS-bit integers (aggregators.build_secure_mean_process).
@@ -88,6 +95,26 @@ def secure_bits(text):
   return int(arg) if name == 'secure' else None
 
 
+def encodes_nothing(flag, text, specs, threshold):
+  """What to warn when the tensor encoder `text` (given as `flag`) would
+  encode none of `specs` (no float tensor has `threshold`+ elements): the
+  run would send exactly the uncompressed bits under the encoder's name.
+  None when it encodes some tensor, or is none or secure."""
+  name, _ = parse(text)
+  if name == 'none' or _CHOICES[name][2] is None:
+    return None
+  floats = [s for s in specs if s.dtype.is_floating]
+  if any(s.shape.num_elements() >= threshold for s in floats):
+    return None
+  largest = max(floats, key=lambda s: s.shape.num_elements(), default=None)
+  biggest = 'there is no float tensor' if largest is None else (
+      f'the largest, {largest.dtype.name}{largest.shape.as_list()}, has '
+      f'{largest.shape.num_elements():,}')
+  return (f'{flag} {text} compresses nothing: it encodes tensors of '
+          f'--threshold {threshold:,} or more elements, and {biggest}; lower '
+          '--threshold to compress.')
+
+
 def encoder_fn(text, kind, threshold=DEFAULT_THRESHOLD, seed=0):
   """`encoder_fn(spec)` for the fedavg builders.
 
@@ -100,13 +127,13 @@ def encoder_fn(text, kind, threshold=DEFAULT_THRESHOLD, seed=0):
   if build is None:
     raise EncoderChoiceError(f'{text!r} is not a tensor encoder: it replaces '
                              'the whole aggregation (see secure_bits).')
-  wrap = {'broadcast': te.encoders.as_simple_encoder,
-          'aggregation': te.encoders.as_gather_encoder}[kind]
+  wrap = {'broadcast': _te().as_simple_encoder,
+          'aggregation': _te().as_gather_encoder}[kind]
 
   def for_tensor(spec):
     large = spec.shape.num_elements() >= threshold
     if large and spec.dtype.is_floating:
       return wrap(build(arg, seed), spec)
-    return wrap(te.encoders.identity(), spec)
+    return wrap(_te().identity(), spec)
 
   return for_tensor

@@ -13,9 +13,10 @@ Steps: partition the dataset into per-client TFRecord shards (a Beam pipeline,
 reused when it exists), build the federated averaging process with the chosen
 encoders, compile it to a canonical form and save it, run its rounds on Beam,
 evaluating the server model on the test set after each round. Prints the
-compression tutorial's line per round; writes TensorBoard logs,
-`summary.json` and a PNG of test accuracy against bits.
-A rerun with the same flags and output directory resumes where it stopped.
+compression tutorial's line per round (with the time left); writes
+TensorBoard logs, `summary.json` and a PNG of test accuracy against bits.
+A rerun with the same flags and output directory resumes where it stopped;
+without --output-dir, each experiment has its own (`experiment_dir`).
 
 Every file goes through `canonical.io`, so the output and data
 directories may be local or on an object store (s3://, gs://): workers of a
@@ -27,46 +28,41 @@ line and exit status 2 before any round runs.
 import argparse
 import dataclasses
 import functools
+import hashlib
 import json
+import logging
+import os
+import re
 import secrets
 import sys
+import time
 
-import tensorflow as tf
-
-import beam_runner
-from beam_runner.driver import run_dir as run_dir_lib
-from beam_runner import engines
+# TensorFlow, Beam and what imports them are imported where they are used,
+# so that --help and bad flags are answered at once.
 from beam_runner import options as runner_options
-import canonical
-from canonical import aggregators
 from canonical import errors
 from canonical import io as storage_lib
-from canonical import learning
-from canonical.learning import algorithms
-from canonical.learning import framework
-from canonical import privacy
-from canonical.secagg import graph as secagg_graph
-from pipelines import datasets
+from canonical import quiet
 from pipelines import encoder_choice
-from pipelines import prepare_data
-from pipelines import reporting
 
-MODELS = {'cnn_28x28': learning.models.cnn_28x28,
-          'small_8x8': learning.models.small_8x8}
+# The model builders of `canonical.learning.models` a run may name.
+MODELS = ('cnn_28x28', 'small_8x8')
 _MODEL_FOR_SHAPE = {(28, 28, 1): 'cnn_28x28', (8, 8, 1): 'small_8x8'}
+# --tff-aggregator: TFF 0.87's model aggregators for its FedAvg
+# (`tff_aggregator`).
+TFF_AGGREGATORS = ('mean', 'compression', 'robust', 'secure')
+
 # Defaults that depend on the dataset: the digits are few (1,437 training
 # examples, ~72 per client), so each client makes more, larger steps.
-# --tff-aggregator: TFF 0.87's model aggregators for its FedAvg.
-TFF_AGGREGATORS = {
-    'mean': aggregators.MeanFactory,
-    'compression': learning.compression_aggregator,
-    'robust': learning.robust_aggregator,
-    'secure': learning.secure_aggregator,
-}
-
+# The threshold (tensors of fewer elements travel as they are): the digits
+# model's tensors have 72, 8, 4,096, 32, 320 and 10 values, and 1,000
+# encodes its 4,096-value kernel (90% of its weights) as the tutorial's
+# 10,000 encodes the large ones of its CNN.
 _DATASET_DEFAULTS = {
-    'digits': {'num_clients': 20, 'epochs': 3, 'client_lr': 0.3},
-    None: {'num_clients': 100, 'epochs': 1, 'client_lr': 0.1},  # The others.
+    'digits': {'num_clients': 20, 'epochs': 3, 'client_lr': 0.3,
+               'threshold': 1000},
+    None: {'num_clients': 100, 'epochs': 1, 'client_lr': 0.1,  # The others.
+           'threshold': encoder_choice.DEFAULT_THRESHOLD},
 }
 
 FORM_FILE = 'form.pb'
@@ -76,6 +72,11 @@ SUMMARY_FILE = 'summary.json'
 PLOT_FILE = 'accuracy_vs_bits.png'
 RUN_DIR = 'run'
 DATA_DIR = 'data'
+# The command line's experiments go to OUTPUT_ROOT/NAME (`experiment_dir`).
+OUTPUT_ROOT = 'fedavg_output'
+
+
+_log = logging.getLogger(__name__)
 
 
 class ConfigError(errors.Error, ValueError):
@@ -89,7 +90,8 @@ class Config:
   partition: str = 'iid'
   alpha: float = 0.5
   shards_per_client: int = 2
-  # None for these three: the dataset's default (_DATASET_DEFAULTS).
+  # None for these three (and threshold): the dataset's default
+  # (_DATASET_DEFAULTS).
   num_clients: int = None
   epochs: int = None
   client_lr: float = None
@@ -102,7 +104,7 @@ class Config:
   server_momentum: float = 0.0
   broadcast_encoder: str = 'none'
   aggregation_encoder: str = 'none'
-  threshold: int = encoder_choice.DEFAULT_THRESHOLD
+  threshold: int = None  # None: the dataset's default (_DATASET_DEFAULTS).
   error_feedback: bool = False
   # None: our FedAvg builder (encoders, error feedback, secure sums, DP as
   # flags). A name: TFF 0.87's build_weighted_fed_avg with that
@@ -119,7 +121,7 @@ class Config:
   delta: float = 1e-5
   eval_every: int = 1
   seed: int = 0
-  output_dir: str = 'fedavg_output'  # Local, or a URL (s3://bucket/run).
+  output_dir: str = OUTPUT_ROOT  # Local, or a URL (s3://bucket/run).
   data_dir: str = None  # None: OUTPUT_DIR/data.
 
   def __post_init__(self):
@@ -206,6 +208,7 @@ class Config:
   @property
   def runner_secure_neighbors(self):
     """`secure_neighbors` as `beam_runner.run` takes it."""
+    from canonical.secagg import graph as secagg_graph  # pylint: disable=g-import-not-at-top
     return secagg_graph.from_text(
         None if self.secure_neighbors is None else str(self.secure_neighbors))
 
@@ -218,11 +221,13 @@ class Config:
     return min(1.0, self.clients_per_round / self.num_clients)
 
   def round_noise_multiplier(self):
+    from canonical import aggregators  # pylint: disable=g-import-not-at-top
     return aggregators.round_noise_multiplier(
         self.noise_multiplier, self.clients_per_round, self.adaptive_clip)
 
   def epsilon(self, rounds):
     """Epsilon at `delta` after `rounds` rounds (DP runs)."""
+    from canonical import privacy  # pylint: disable=g-import-not-at-top
     return privacy.epsilon(self.round_noise_multiplier(),
                            self.sampling_probability, rounds, self.delta)
 
@@ -232,6 +237,7 @@ class Config:
         raise ConfigError('--target-epsilon and --adaptive-clip need '
                           '--noise-multiplier (DP-FedAvg).')
       return
+    from canonical import privacy  # pylint: disable=g-import-not-at-top
     secure = encoder_choice.secure_bits(self.aggregation_encoder) is not None
     if not (secure or encoder_choice.is_identity(self.aggregation_encoder)):
       raise ConfigError('--noise-multiplier replaces the aggregation with '
@@ -298,7 +304,9 @@ def model_for(config, image_shape, num_classes):
       raise ConfigError(
           f'No ready model for {list(image_shape)} images; ready models take '
           f'{", ".join(str(list(s)) for s in _MODEL_FOR_SHAPE)}.')
-  builder = functools.partial(MODELS[name], num_classes=num_classes)
+  from canonical import learning  # pylint: disable=g-import-not-at-top
+  builder = functools.partial(getattr(learning.models, name),
+                              num_classes=num_classes)
   model = learning.FunctionalModel.from_keras(builder, seed=config.seed)
   expected = tuple(model.input_spec.shape[1:])
   if expected != tuple(image_shape):
@@ -313,6 +321,19 @@ def build_process(config, model, noise_seed=None):
   with the config's TFF aggregator."""
   if config.tff_aggregator is not None:
     return _tff_process(config, model)
+  from canonical import learning  # pylint: disable=g-import-not-at-top
+  from canonical.learning import algorithms  # pylint: disable=g-import-not-at-top
+  from canonical.learning import framework  # pylint: disable=g-import-not-at-top
+  weights = model.weights_spec
+  for flag, text, specs in (
+      ('--broadcast-encoder', config.broadcast_encoder,
+       weights.trainable + weights.non_trainable),
+      ('--aggregation-encoder', config.aggregation_encoder,
+       weights.trainable)):
+    warning = encoder_choice.encodes_nothing(flag, text, specs,
+                                             config.threshold)
+    if warning:
+      _log.warning(warning)
   broadcast_process = aggregation_process = None
   if not encoder_choice.is_identity(config.broadcast_encoder):
     broadcast_process = framework.build_encoded_broadcast_process_from_model(
@@ -351,6 +372,8 @@ def build_process(config, model, noise_seed=None):
 
 def _tff_process(config, model):
   """TFF 0.87's `build_weighted_fed_avg` with the config's aggregator."""
+  from canonical import learning  # pylint: disable=g-import-not-at-top
+  from canonical.learning import algorithms  # pylint: disable=g-import-not-at-top
   tff_optimizers = learning.optimizers
   if config.server_optimizer == 'adam':
     server_optimizer = tff_optimizers.build_adam(config.server_lr)
@@ -361,11 +384,23 @@ def _tff_process(config, model):
       model,
       client_optimizer_fn=tff_optimizers.build_sgdm(config.client_lr),
       server_optimizer_fn=server_optimizer,
-      model_aggregator=TFF_AGGREGATORS[config.tff_aggregator]())
+      model_aggregator=tff_aggregator(config.tff_aggregator)())
+
+
+def tff_aggregator(name):
+  """The factory builder --tff-aggregator NAME names."""
+  from canonical import aggregators  # pylint: disable=g-import-not-at-top
+  from canonical import learning  # pylint: disable=g-import-not-at-top
+  return {'mean': aggregators.MeanFactory,
+          'compression': learning.compression_aggregator,
+          'robust': learning.robust_aggregator,
+          'secure': learning.secure_aggregator}[name]
 
 
 def make_evaluator(model, test_x, test_y, batch_size=500):
   """`evaluate(state)`: the server model's test loss and accuracy."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from canonical import learning  # pylint: disable=g-import-not-at-top
   test = tf.data.Dataset.from_tensor_slices((test_x, test_y)).batch(batch_size)
 
   @tf.function
@@ -388,6 +423,7 @@ def _check_output_dir(config, claim, storage=None):
   """Refuses an output directory made by a different experiment; with
   `claim`, records this one there (once everything else is checked, so that
   a refused run leaves nothing that refuses its corrected rerun)."""
+  from beam_runner.driver import run_dir as run_dir_lib  # pylint: disable=g-import-not-at-top
   compare = run_dir_lib.record_or_compare if claim else \
       run_dir_lib.compare_recorded
   differing = compare(storage or storage_lib.default(),
@@ -412,6 +448,9 @@ def run_experiment(config, pipeline_options=None, print_fn=print,
   cluster, not two). `rounds_per_pipeline` and `clients_per_element` go to
   `beam_runner.run` (they change speed, not results).
   """
+  from beam_runner import engines  # pylint: disable=g-import-not-at-top
+  from pipelines import prepare_data  # pylint: disable=g-import-not-at-top
+  from pipelines import reporting  # pylint: disable=g-import-not-at-top
   options = engines.pipeline_options_of(pipeline_options)
   storage = storage_lib.storage_for(options)
   output_dir = storage.absolute(config.output_dir)
@@ -455,6 +494,8 @@ def run_experiment(config, pipeline_options=None, print_fn=print,
 
 def _compile(config, prepared, output_dir, print_fn, storage):
   """The model, and the saved form of its federated averaging process."""
+  import canonical  # pylint: disable=g-import-not-at-top
+  from pipelines import reporting  # pylint: disable=g-import-not-at-top
   manifest = prepared.manifest
   model_name, model = model_for(config, manifest['image_shape'],
                                 manifest['num_classes'])
@@ -488,6 +529,8 @@ def _noise_seed(output_dir, storage):
 def _run_rounds(config, engine, prepared, model, form_path, run_dir, storage,
                 print_fn, runner_progress, runner_options):
   """Runs (or resumes) the rounds, evaluating on the test set; the curve."""
+  import beam_runner  # pylint: disable=g-import-not-at-top
+  from pipelines import reporting  # pylint: disable=g-import-not-at-top
   evaluator = make_evaluator(model, *prepared.test_set())
   curve = _committed_curve(run_dir, storage)
   if curve:
@@ -504,9 +547,18 @@ def _run_rounds(config, engine, prepared, model, form_path, run_dir, storage,
       return spent
     return dict(evaluator(state), **spent)
 
+  ends = [time.monotonic()]  # The start, then the end of each round run.
+
   def on_round(outcome):
     curve.append(reporting.curve_point(outcome, curve[-1] if curve else None))
-    print_fn(reporting.round_line(curve[-1], config.rounds))
+    ends.append(time.monotonic())
+    # The first round also loads the form and warms the engine up: once
+    # there are later ones, their pace is the estimate's.
+    paced = ends[1:] if len(ends) > 2 else ends
+    left = reporting.time_left(paced[-1] - paced[0], len(paced) - 1,
+                               config.rounds - curve[-1]['round'])
+    print_fn(reporting.round_line(curve[-1], config.rounds) +
+             (f'  {left}' if left else ''))
 
   beam_runner.run(
       form_path, prepared.client_data, config.rounds, config.clients_per_round,
@@ -517,6 +569,7 @@ def _run_rounds(config, engine, prepared, model, form_path, run_dir, storage,
 
 
 def _curve(outcomes):
+  from pipelines import reporting  # pylint: disable=g-import-not-at-top
   curve = []
   for outcome in outcomes:
     curve.append(reporting.curve_point(outcome, curve[-1] if curve else None))
@@ -537,6 +590,8 @@ def _aggregation(config):
             f'{config.sampling_probability:g}{through})')
   if encoder_choice.secure_bits(config.aggregation_encoder) is not None:
     return f'{config.aggregation_encoder} (every tensor)'
+  if encoder_choice.is_identity(config.aggregation_encoder):
+    return config.aggregation_encoder
   feedback = ' with error feedback' if config.error_feedback else ''
   return (f'{config.aggregation_encoder}{feedback} (tensors of '
           f'{config.threshold:,}+ elements)')
@@ -544,11 +599,13 @@ def _aggregation(config):
 
 def _committed_curve(run_dir, storage):
   """The curve of rounds an earlier, interrupted invocation committed."""
+  import beam_runner  # pylint: disable=g-import-not-at-top
   out = beam_runner.RunDir(run_dir, storage)
   return _curve(out.outcome(r) for r in out.committed_rounds() if r > 0)
 
 
 def _parameters(model):
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
   return sum(s.shape.num_elements() for s in
              tf.nest.flatten(model.weights_spec.trainable))
 
@@ -594,8 +651,7 @@ def build_parser(prog='python -m pipelines.fedavg'):
                     '(default: OUTPUT_DIR/data); shared by runs with the same '
                     'data flags')
   train = parser.add_argument_group('training')
-  train.add_argument('--model', default='auto',
-                     choices=('auto',) + tuple(MODELS))
+  train.add_argument('--model', default='auto', choices=('auto',) + MODELS)
   train.add_argument('--rounds', type=int, default=defaults.rounds)
   train.add_argument('--clients-per-round', type=int,
                      default=defaults.clients_per_round)
@@ -622,9 +678,10 @@ def build_parser(prog='python -m pipelines.fedavg'):
   compress.add_argument('--aggregation-encoder',
                         default=defaults.aggregation_encoder,
                         help='encoder of the model updates sent back')
-  compress.add_argument('--threshold', type=int, default=defaults.threshold,
+  compress.add_argument('--threshold', type=int, default=None,
                         help='only tensors with at least this many elements '
-                        'are encoded')
+                        'are encoded (default: 1,000 for digits, 10,000 '
+                        'otherwise)')
   compress.add_argument(
       '--tff-aggregator', choices=sorted(TFF_AGGREGATORS), default=None,
       help='build TFF 0.87\'s build_weighted_fed_avg with this model '
@@ -655,8 +712,11 @@ def build_parser(prog='python -m pipelines.fedavg'):
                        help='the delta epsilon is reported at')
   runner_options.add_engine_arguments(parser.add_argument_group(
       'engine (speed only: results are the same)'))
-  parser.add_argument('--output-dir', default=defaults.output_dir,
-                      help='a local directory or a URL (s3://bucket/path)')
+  parser.add_argument('--output-dir', default=None,
+                      help='a local directory or a URL (s3://bucket/path); '
+                      f'default: {OUTPUT_ROOT}/NAME, NAME from the data and '
+                      'encoder flags and a digest of every flag that shapes '
+                      'the experiment (the same command resumes there)')
   parser.add_argument('--verbose', action='store_true',
                       help="also print the Beam runner's per-round details "
                       '(clients dropped, seconds per stage) to stderr')
@@ -664,16 +724,50 @@ def build_parser(prog='python -m pipelines.fedavg'):
 
 
 def config_from_args(args):
+  """The flags' Config; without --output-dir, in its `experiment_dir`."""
   fields = {f.name for f in dataclasses.fields(Config)}
-  return Config(**{k: v for k, v in vars(args).items() if k in fields})
+  config = Config(**{k: v for k, v in vars(args).items()
+                     if k in fields and not (k == 'output_dir' and v is None)})
+  if getattr(args, 'output_dir', None) is None:
+    config = dataclasses.replace(config, output_dir=experiment_dir(config),
+                                 data_dir=args.data_dir)
+  return config
+
+
+def experiment_dir(config, root=OUTPUT_ROOT):
+  """ROOT/NAME: the command line's directory for `config`'s experiment.
+
+  NAME says its data and compression and ends with a digest of everything
+  that must match for a rerun to resume (`run_description`), so the same
+  command resumes there (--rounds may grow) and any other command gets a
+  directory of its own instead of being refused.
+  """
+  if config.tff_aggregator is not None:
+    what = [f'tff-{config.tff_aggregator}']
+  else:
+    what = [f'down-{config.broadcast_encoder}',
+            f'up-{config.aggregation_encoder}']
+    what += ['ef'] if config.error_feedback else []
+    what += ['dp'] if config.private else []
+  name = '_'.join([os.path.basename(os.path.normpath(config.dataset)),
+                   config.partition, *what, run_digest(config)])
+  return storage_lib.join(root, re.sub(r'[^A-Za-z0-9._-]', '', name))
+
+
+def run_digest(config):
+  """8 hex digits of what must match for a rerun to resume."""
+  return hashlib.sha256(json.dumps(
+      config.run_description(), sort_keys=True).encode()).hexdigest()[:8]
 
 
 def main(argv=None):
+  quiet.environment()
   parser = build_parser()
   args, beam_flags = parser.parse_known_args(argv)
+  quiet.third_party()
   try:
-    options = runner_options.beam_options(beam_flags, 'pipelines.fedavg')
     config = config_from_args(args)
+    options = runner_options.beam_options(beam_flags, 'pipelines.fedavg')
     progress = (lambda line: print(line, file=sys.stderr, flush=True)) \
         if args.verbose else None
     result = run_experiment(config, options,

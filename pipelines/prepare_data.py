@@ -32,15 +32,14 @@ import sys
 import uuid
 from typing import NamedTuple
 
-import apache_beam as beam
 import numpy as np
-import tensorflow as tf
 
-from beam_runner import engines
-from beam_runner.worker_io import client_data as client_data_lib
-from beam_runner.worker_io import tfrecords
+# Beam, TensorFlow and what imports them are imported where they are used
+# (the clients' writer is `client_writer`), so that --help and bad flags are
+# answered at once.
 from canonical import errors
 from canonical import io as storage_lib
+from canonical import quiet
 from pipelines import datasets
 from pipelines import partition as partition_lib
 
@@ -55,9 +54,8 @@ PARAMETERS = ('dataset', 'scheme', 'alpha', 'shards_per_client', 'num_clients',
               'batch_size', 'seed')
 
 # What an interrupted prepare can leave in its output directory (no
-# manifest): its files, and the local storage's temporary files of them.
-_LEFTOVER_NAMES = (client_data_lib.CLIENTS_DIR, client_data_lib.SPEC_FILE,
-                   client_data_lib.SIZES_FILE, _STAGING_DIR, TEST_FILE)
+# manifest): its files (`_check_only_leftovers` names them), and the local
+# storage's temporary files of them.
 _LEFTOVER_CLIENT = re.compile(r'client_\d+\.tfrecord')
 
 _log = logging.getLogger(__name__)
@@ -69,7 +67,7 @@ class PreparedDataError(errors.Error, ValueError):
 
 class PreparedData(NamedTuple):
   directory: str
-  client_data: client_data_lib.TFRecordClientData
+  client_data: 'beam_runner.TFRecordClientData'
   manifest: dict
   reused: bool = False  # True when an existing directory was returned as is.
 
@@ -89,54 +87,10 @@ def client_ids(num_clients):
 
 def element_spec(image_shape):
   """The client data type the federated averaging model takes: batches."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
   return tf.data.DatasetSpec((
       tf.TensorSpec([None, *image_shape], tf.float32),
       tf.TensorSpec([None], tf.int32)))
-
-
-class WriteClient(beam.DoFn):
-  """Writes one client's shuffled, batched examples to its TFRecord file.
-
-  Holds only paths, numbers and the storage (its settings: it is pickled
-  into the pipeline); the arrays are loaded once per worker process in
-  `setup`.
-  """
-
-  def __init__(self, arrays_path, directory, batch_size, seed, storage):
-    self._arrays_path = arrays_path
-    self._directory = directory
-    self._batch_size = batch_size
-    self._seed = seed
-    self._storage = storage  # A worker may be anywhere.
-
-  def setup(self):
-    with np.load(io.BytesIO(self._storage.read_bytes(
-        self._arrays_path))) as arrays:
-      self._x, self._y = arrays['x'], arrays['y']
-      self._order, self._offsets = arrays['order'], arrays['offsets']
-    self._target = client_data_lib.TFRecordClientData(self._directory,
-                                                      self._storage)
-
-  def process(self, client_id):
-    k = int(client_id.rsplit('_', 1)[1])
-    members = self._order[self._offsets[k]:self._offsets[k + 1]]
-    # Seeded per client: the file is the same whichever worker writes it.
-    members = np.random.default_rng([self._seed, k]).permutation(members)
-    size = self._write(self._target.path(client_id), members)
-    yield client_id, [len(members), size]
-
-  def _write(self, path, members):
-    records = []
-    for start in range(0, len(members), self._batch_size):
-      batch = members[start:start + self._batch_size]
-      element = (self._x[batch], self._y[batch])
-      # deterministic: else the feature map's order follows the process's
-      # string hash seed, and reruns would differ byte for byte.
-      records.append(client_data_lib.example_of(element).SerializeToString(
-          deterministic=True))
-    data = tfrecords.file_bytes(records)
-    self._storage.write_bytes(path, data)  # Whole or none.
-    return len(data)
 
 
 def _record(written, path, storage):
@@ -167,6 +121,7 @@ def prepare(dataset, output_dir, num_clients, scheme='iid', alpha=0.5,
   that cannot be reached `engines.EngineError`, both before anything is
   written.
   """
+  from beam_runner import engines  # pylint: disable=g-import-not-at-top
   storage = storage_lib.storage_for(
       engines.pipeline_options_of(pipeline_options))
   output_dir = storage.absolute(output_dir)
@@ -239,6 +194,9 @@ def _write_files(engine, data, parts, output_dir, batch_size, seed, storage):
   The staging files are this call's own (a concurrent prepare has others)
   and are deleted at the end, whatever happens.
   """
+  import apache_beam as beam  # pylint: disable=g-import-not-at-top
+  from beam_runner.worker_io import client_data as client_data_lib  # pylint: disable=g-import-not-at-top
+  from pipelines import client_writer  # pylint: disable=g-import-not-at-top
   ids = client_ids(len(parts))
   staging_dir = storage_lib.join(output_dir, _STAGING_DIR)
   stem = uuid.uuid4().hex
@@ -257,8 +215,8 @@ def _write_files(engine, data, parts, output_dir, batch_size, seed, storage):
     _ = (pipeline
          | 'ClientIds' >> beam.Create(ids)
          | 'Spread' >> beam.Reshuffle()
-         | 'WriteClients' >> beam.ParDo(
-             WriteClient(arrays_path, output_dir, batch_size, seed, storage))
+         | 'WriteClients' >> beam.ParDo(client_writer.WriteClient(
+             arrays_path, output_dir, batch_size, seed, storage))
          | 'Collect' >> beam.combiners.ToList().without_defaults()
          | 'Record' >> beam.Map(_record, written_path, storage))
     engine.run(pipeline)
@@ -289,6 +247,7 @@ def _delete_staging(output_dir, storage, paths=None):
 
 def _delete_other_clients(output_dir, ids, storage):
   """Deletes client files an interrupted prepare with more clients left."""
+  from beam_runner.worker_io import client_data as client_data_lib  # pylint: disable=g-import-not-at-top
   directory = storage_lib.join(output_dir, client_data_lib.CLIENTS_DIR)
   wanted = {client_data_lib.file_name(i) + '.tfrecord' for i in ids}
   storage.delete([storage_lib.join(directory, n)
@@ -342,8 +301,11 @@ def _existing(output_dir, params, storage):
 def _check_only_leftovers(output_dir, storage):
   """PreparedDataError unless `output_dir` (no manifest) holds nothing but
   what an interrupted prepare writes."""
+  from beam_runner.worker_io import client_data as client_data_lib  # pylint: disable=g-import-not-at-top
+  leftovers = (client_data_lib.CLIENTS_DIR, client_data_lib.SPEC_FILE,
+               client_data_lib.SIZES_FILE, _STAGING_DIR, TEST_FILE)
   foreign = [n for n in storage.list_names(output_dir)
-             if n not in _LEFTOVER_NAMES and not storage_lib.is_temporary(n)]
+             if n not in leftovers and not storage_lib.is_temporary(n)]
   clients = storage_lib.join(output_dir, client_data_lib.CLIENTS_DIR)
   foreign += [storage_lib.join(client_data_lib.CLIENTS_DIR, n)
               for n in storage.list_names(clients)
@@ -369,6 +331,7 @@ def _read_manifest(directory, storage):
 def load_prepared(directory, storage=None):
   """Reopens a directory written by `prepare` (local or a URL, read through
   `storage`, the default if None)."""
+  from beam_runner.worker_io import client_data as client_data_lib  # pylint: disable=g-import-not-at-top
   storage = storage or storage_lib.default()
   directory = storage.absolute(directory)
   text = _read_manifest(directory, storage)
@@ -407,6 +370,7 @@ def summary_line(prepared):
 
 
 def main(argv=None):
+  quiet.environment()
   parser = argparse.ArgumentParser(
       prog='python -m pipelines.prepare_data',
       description='Partition a dataset into federated clients (TFRecord '
@@ -433,6 +397,7 @@ def main(argv=None):
                       '(s3://bucket/path, gs://...)')
   args, beam_args = parser.parse_known_args(argv)
   from beam_runner import options as runner_options  # pylint: disable=g-import-not-at-top
+  quiet.third_party()
   try:
     options = runner_options.beam_options(beam_args, 'pipelines.prepare_data')
     prepared = prepare(args.dataset, args.output, args.clients,
@@ -449,3 +414,10 @@ def main(argv=None):
 
 if __name__ == '__main__':
   sys.exit(main())
+
+
+def __getattr__(name):
+  if name == 'WriteClient':  # Its old home; importing it imports Beam.
+    from pipelines import client_writer  # pylint: disable=g-import-not-at-top
+    return client_writer.WriteClient
+  raise AttributeError(f'module {__name__!r} has no attribute {name!r}')

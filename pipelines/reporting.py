@@ -1,4 +1,5 @@
-"""What a run shows its user: the per-round line, bit counts, accuracy-vs-bits plots.
+"""What a run shows its user: the per-round line, bit counts, time left,
+accuracy-vs-bits plots.
 
 Plots are rendered in memory and written through `canonical.io`, so
 they land whole wherever the run's output lives (local or s3://).
@@ -6,12 +7,7 @@ they land whole wherever the run's output lives (local or s3://).
 
 import io
 
-import matplotlib
-
-matplotlib.use('Agg')  # Files only: no screen on workers or CI.
-from matplotlib import pyplot  # pylint: disable=g-import-not-at-top,wrong-import-position
-
-from canonical import io as storage_lib  # pylint: disable=g-import-not-at-top,wrong-import-position
+from canonical import io as storage_lib
 
 _UNITS = (('Gibit', 2**30), ('Mibit', 2**20), ('Kibit', 2**10))
 
@@ -22,6 +18,19 @@ def human_bits(bits):
     if bits >= size:
       return f'{bits / size:.2f} {unit}'
   return f'{int(bits)} bit'
+
+
+def time_left(seconds, done, remaining):
+  """'~12 s left' for `remaining` more steps at the pace of the `done` steps
+  that took `seconds`; '' when none remain or none is done yet."""
+  if remaining <= 0 or done <= 0:
+    return ''
+  left = seconds / done * remaining
+  if left < 90:
+    return f'~{max(1, round(left))} s left'
+  if left < 90 * 60:
+    return f'~{left / 60:.0f} min left'
+  return f'~{left / 3600:.1f} h left'
 
 
 def round_line(point, rounds):
@@ -70,6 +79,9 @@ def plot_accuracy_vs_bits(curves, path, title, storage=None):
   `curves` maps a label to its list of `curve_point`s. Log-scale bits, so
   settings that differ by orders of magnitude share the axes.
   """
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use('Agg')  # Files only: no screen on workers or CI.
+  from matplotlib import pyplot  # pylint: disable=g-import-not-at-top
   figure, axes = pyplot.subplots(1, 2, figsize=(11, 4.2), sharey=True)
   for label, points in curves.items():
     points = [p for p in points if p.get('test_accuracy') is not None]

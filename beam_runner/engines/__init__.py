@@ -29,6 +29,8 @@ import copy
 import importlib.metadata
 import logging
 import os
+import sys
+import time
 
 import apache_beam as beam
 from apache_beam.options import pipeline_options as beam_options
@@ -224,7 +226,7 @@ class DaskEngine(Engine):
     self._cluster = None
     address = dask_options.address
     if address is None and dask_options.scheduler_file is None:
-      self._cluster = start_local_cluster()
+      self._cluster = _start_announced_cluster()
       address = dask_options.address = self._cluster.scheduler_address
     self._client = connect(address, dask_options.scheduler_file,
                            dask_options.timeout)
@@ -274,6 +276,19 @@ class DaskEngine(Engine):
       self._cluster = None
 
 
+def _start_announced_cluster():
+  """`start_local_cluster()`, with a line on stderr before and after: a
+  start takes seconds to a minute, and silence looks like a hang."""
+  workers = os.cpu_count() or 1
+  print(f'starting a local Dask cluster of {workers} worker'
+        f'{"s" if workers > 1 else ""}...', file=sys.stderr, flush=True)
+  started = time.monotonic()
+  cluster = start_local_cluster(workers)
+  print(f'Dask cluster ready at {cluster.scheduler_address} (no dashboard) '
+        f'in {time.monotonic() - started:.1f} s', file=sys.stderr, flush=True)
+  return cluster
+
+
 def start_local_cluster(workers=None, env=None, lifetime=None):
   """A local Dask cluster on 127.0.0.1: one single-threaded worker process
   per core, no dashboard. TensorFlow in each worker uses one thread for
@@ -300,6 +315,9 @@ def start_local_cluster(workers=None, env=None, lifetime=None):
           n_workers=workers or os.cpu_count() or 1, threads_per_worker=1,
           processes=True, host='127.0.0.1', dashboard_address=None,
           worker_dashboard_address=None, silence_logs=logging.ERROR,
+          # Each worker loads TensorFlow at start with its load-time lines
+          # and Beam's apitools notice filtered, as our command lines do.
+          preload=['canonical.quiet'],
           # No dashboard; the scheduler's plain HTTP routes on a free port
           # (its default, 8787, would collide between clusters).
           scheduler_kwargs={'dashboard': False,

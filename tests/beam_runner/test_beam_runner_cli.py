@@ -1,8 +1,12 @@
 """`python -m beam_runner`: write client shards, run rounds of a saved form,
-Beam flags passed through, clear errors and exit statuses on bad input."""
+Beam flags passed through, clear errors and exit statuses on bad input, a
+line when a local Dask cluster starts and when it is ready. (That --help
+and bad usage import neither TensorFlow nor Beam is checked with the
+pipelines' command lines, tests/pipelines/test_pipelines_cli.py.)"""
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -209,3 +213,27 @@ def test_write_clients_and_run_with_every_path_on_s3(s3, tmp_path):
   assert missing.returncode == 2
   assert "the bucket 'no-such-bucket' does not exist" in missing.stderr
   assert 'Traceback' not in missing.stderr
+
+
+@pytest.mark.slow
+def test_a_local_dask_cluster_says_when_it_starts_and_when_it_is_ready(
+    tmp_path):
+  form_path = cf.save(_sum_form(), str(tmp_path / 'form.pb'))
+  beam_runner.write_client_data(
+      str(tmp_path / 'shards'),
+      {f'c{i}': tf.constant([i, i, i], tf.int32) for i in range(3)})
+  ran = subprocess.run(
+      [sys.executable, '-m', 'beam_runner', 'run', '--form', form_path,
+       '--clients', 'shards', '--rounds', '1', '--clients-per-round', '2',
+       '--output', 'out', '--runner', 'DaskRunner'], cwd=tmp_path,
+      capture_output=True, text=True, timeout=600,
+      env=dict(os.environ, PYTHONPATH=ROOT))
+  assert ran.returncode == 0, ran.stderr[-3000:]
+  lines = ran.stderr.splitlines()
+  workers = os.cpu_count() or 1
+  start = lines.index(f'starting a local Dask cluster of {workers} worker'
+                      f'{"s" if workers > 1 else ""}...')
+  assert re.fullmatch(r'Dask cluster ready at tcp://127\.0\.0\.1:\d+ \(no '
+                      r'dashboard\) in \d+\.\d s', lines[start + 1]), lines
+  # The driver's own noise is gone (the nanny's kill notices at shutdown).
+  assert 'Worker process still alive' not in ran.stderr

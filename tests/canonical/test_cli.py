@@ -196,3 +196,265 @@ def test_bad_usage_exits_with_code_2(capsys):
     cli.main(['inspect'])
   assert exit_.value.code == 2
   assert 'the following arguments are required: form' in capsys.readouterr().err
+
+
+# Answering without TensorFlow: `--help`, bad usage and `inspect` of an
+# intact form import neither TensorFlow nor Beam (tf_free_reader.py), and
+# `inspect` prints what the loader's own modules print.
+
+_IMPORTS_AT_EXIT = textwrap.dedent('''
+    import runpy, sys
+    sys.argv = ['canonical'] + sys.argv[1:]
+    try:
+      runpy.run_module('canonical', run_name='__main__', alter_sys=True)
+    except SystemExit:
+      pass
+    print(sorted({m.split('.')[0] for m in sys.modules} &
+                 {'tensorflow', 'apache_beam'}))
+''')
+FORMS = os.path.join(ROOT, 'tests', 'data', 'forms_before_layout')
+
+
+def _heavy_imports(*argv):
+  """What `python -m canonical ARGV` imported of TensorFlow and Beam."""
+  run = subprocess.run([sys.executable, '-c', _IMPORTS_AT_EXIT, *argv],
+                       cwd=ROOT, capture_output=True, text=True, timeout=300)
+  return run.stdout.strip().splitlines()[-1], run.stdout, run.stderr
+
+
+@pytest.mark.parametrize('argv', [
+    ['--help'], ['inspect', '--help'], ['--bogus'], ['inspect'],
+    ['inspect', os.path.join(FORMS, 'fedavg_secure8.pb')]])
+def test_answers_without_tensorflow(argv):
+  heavy, out, err = _heavy_imports(*argv)
+  assert heavy == '[]', (out, err)
+  if argv[-1].endswith('.pb'):
+    assert 'secure sum 2: federated_secure_sum, max_input 4538' in out
+
+
+def _tensorflow_text(data, where):
+  """What inspect printed before it read forms without TensorFlow."""
+  from canonical.saving import form_file  # pylint: disable=g-import-not-at-top
+  from canonical.saving import inspection  # pylint: disable=g-import-not-at-top
+  return inspection.describe(form_file.parse(data, where), where, len(data))
+
+
+def _tf_free_text(path):
+  """The reader's text, or None where it is unsure."""
+  from canonical.saving import inspection  # pylint: disable=g-import-not-at-top
+  from canonical.saving import tf_free_reader  # pylint: disable=g-import-not-at-top
+  reading = tf_free_reader.read(path)
+  if reading is None:
+    return None
+  try:
+    return inspection.describe(reading.proto, str(path), reading.size,
+                               reading.leaves)
+  except tf_free_reader.Unsure:
+    return None
+
+
+@pytest.mark.parametrize('name', ['fedavg_secure8.pb', 'fedavg_uniform8.pb',
+                                  'fedavg_topk_error_feedback.pb'])
+def test_the_tf_free_reader_prints_what_the_loader_prints(name):
+  # TensorFlow is loaded in this process too: the reader's schema lives in a
+  # descriptor pool of its own.
+  path = os.path.join(FORMS, name)
+  with open(path, 'rb') as f:
+    expected = _tensorflow_text(f.read(), path)
+  assert _tf_free_text(path) == expected
+
+
+def test_the_tf_free_reader_renders_server_state_secure_sums_and_bits(
+    tmp_path):
+  from canonical.saving import tf_free_reader  # pylint: disable=g-import-not-at-top
+  from canonical.saving import canonical_form_pb2  # pylint: disable=g-import-not-at-top
+  from canonical.secagg import sums  # pylint: disable=g-import-not-at-top
+  from canonical import form as form_lib  # pylint: disable=g-import-not-at-top
+  leaves = tf_free_reader.Leaves()
+  for kind in sums.KINDS:
+    for parameters in ((), (8,), (8, 8), (3, 9, 3)):
+      for from_server in (False, True):
+        entry = canonical_form_pb2.SecureSum(
+            kind=kind, static_parameters=parameters,
+            from_server_state=from_server)
+        assert leaves.secure_sum(entry, 'f') == sums.SecureSum(
+            kind, None if from_server else parameters).describe()
+  for bits in (None, 0, 1, 999, 1000, 123456, 10**6, 10**9, 7 * 10**12):
+    assert leaves.bits(bits) == form_lib._human_bits(bits)  # pylint: disable=protected-access
+  form = cf.compile(cf.IterativeProcess(*_tiny()))
+  cf.save(form, tmp_path / 'tiny.pb')
+  data = (tmp_path / 'tiny.pb').read_bytes()
+  assert _tf_free_text(tmp_path / 'tiny.pb') == _tensorflow_text(
+      data, str(tmp_path / 'tiny.pb'))
+
+
+def _structures():
+  """Hostile or odd StructuredValues: (name, value)."""
+  from tensorflow.core.protobuf import struct_pb2  # pylint: disable=g-import-not-at-top
+  sv = struct_pb2.StructuredValue
+
+  def tensor(dtype=1, dims=(), unknown_rank=False):
+    value = sv()
+    value.tensor_spec_value.dtype = dtype
+    value.tensor_spec_value.shape.unknown_rank = unknown_rank
+    for d in dims:
+      value.tensor_spec_value.shape.dim.add(size=d)
+    return value
+
+  def tuple_of(*items):
+    value = sv()
+    value.tuple_value.SetInParent()
+    for item in items:
+      value.tuple_value.values.add().CopyFrom(item)
+    return value
+
+  def named(name, **fields):
+    value = sv()
+    value.named_tuple_value.name = name
+    for key, item in fields.items():
+      pair = value.named_tuple_value.values.add(key=key)
+      pair.value.CopyFrom(item)
+    return value
+
+  def dataset(*state, kind=struct_pb2.TypeSpecProto.DATA_DATASET_SPEC):
+    value = sv()
+    value.type_spec_value.type_spec_class = kind
+    value.type_spec_value.type_spec_class_name = 'DatasetSpec'
+    value.type_spec_value.type_state.CopyFrom(tuple_of(*state))
+    return value
+
+  shape = sv()
+  shape.tensor_shape_value.dim.add(size=-1)
+  deep = tensor()
+  for _ in range(70):
+    deep = tuple_of(deep)
+  cases = {
+      'dtypes': tuple_of(*[tensor(d) for d in (1, 7, 10, 20, 21, 101)]),
+      'bad dtype': tuple_of(tensor(999)),
+      'invalid dtype': tuple_of(tensor(0)),
+      'shapes': tuple_of(tensor(dims=(-1, 0, 3)), tensor(unknown_rank=True),
+                         tensor(dims=(2,), unknown_rank=True)),
+      'negative dim': tuple_of(tensor(dims=(-5,))),
+      'dict': tuple_of(sv(dict_value={'fields': {'b': tensor(),
+                                                 'a': tensor(3)}})),
+      'named': tuple_of(named('P', x=tensor(), y=tuple_of())),
+      'named bad name': tuple_of(named('a b', x=tensor())),
+      'named keyword': tuple_of(named('P', **{'class': tensor()})),
+      'named underscore': tuple_of(named('P', _x=tensor())),
+      'dataset': tuple_of(dataset(tuple_of(tensor(dims=(-1, 2))), shape)),
+      'nested dataset': tuple_of(dataset(dataset(tensor(), shape), shape)),
+      'dataset of a shape': tuple_of(dataset(shape, shape)),
+      'dataset short': tuple_of(dataset(tensor())),
+      'dataset long': tuple_of(dataset(tensor(), shape, shape)),
+      'ragged spec': tuple_of(dataset(
+          tensor(), shape, kind=struct_pb2.TypeSpecProto.RAGGED_TENSOR_SPEC)),
+      'int leaf': tuple_of(sv(int64_value=3)),
+      'none leaf': tuple_of(sv(none_value={})),
+      'inputs a dict': sv(dict_value={'fields': {'a': tensor()}}),
+      'inputs a tensor': tensor(),
+      'inputs a list': sv(list_value={'values': [tensor()]}),
+      'deep': tuple_of(deep),
+  }
+  for depth in (62, 63, 64, 65):
+    value = tensor()
+    for _ in range(depth):
+      value = tuple_of(value)
+    cases[f'depth {depth}'] = value
+  assert sorted(cases) == sorted(_STRUCTURES)
+  return cases
+
+
+_STRUCTURES = (
+    'dtypes', 'bad dtype', 'invalid dtype', 'shapes', 'negative dim', 'dict',
+    'named', 'named bad name', 'named keyword', 'named underscore', 'dataset',
+    'nested dataset', 'dataset of a shape', 'dataset short', 'dataset long',
+    'ragged spec', 'int leaf', 'none leaf', 'inputs a dict', 'inputs a tensor',
+    'inputs a list', 'deep', 'depth 62', 'depth 63', 'depth 64', 'depth 65')
+
+
+# Structures the loader describes but the reader leaves to it.
+_UNSURE_THOUGH_FINE = ('dataset of a shape', 'dataset short')
+
+
+@pytest.mark.parametrize('case', _STRUCTURES)
+@pytest.mark.parametrize('field', ['input_structure', 'output_structure'])
+def test_the_tf_free_reader_is_unsure_unless_it_agrees(tmp_path, case, field):
+  from canonical.saving import canonical_form_pb2  # pylint: disable=g-import-not-at-top
+  from canonical.saving import inspection  # pylint: disable=g-import-not-at-top
+  with open(os.path.join(FORMS, 'fedavg_uniform8.pb'), 'rb') as f:
+    payload, _ = envelope.unwrap(f.read(), 'form')
+  proto = canonical_form_pb2.Form.FromString(payload)
+  piece = next(p for p in proto.pieces if p.name == 'zero')
+  getattr(piece, field).CopyFrom(_structures()[case])
+  data = envelope.wrap(proto.SerializeToString())
+  path = tmp_path / 'odd.pb'
+  path.write_bytes(data)
+  try:
+    expected = _tensorflow_text(data, str(path))
+  except cf.Error as e:
+    expected = e
+  except Exception as e:  # pylint: disable=broad-except
+    expected = e
+  text = _tf_free_text(path)
+  if isinstance(expected, Exception):
+    assert text is None, (case, expected)
+  else:
+    assert text in (None, expected)
+    assert (text is None) == (case in _UNSURE_THOUGH_FINE), case
+  try:  # And describe_file: the same text, or the loader's error.
+    described = inspection.describe_file(path)
+  except cf.Error as e:
+    described = e
+  except Exception as e:  # pylint: disable=broad-except
+    described = e
+  assert (str(described) == str(expected) and
+          type(described) is type(expected)), case
+
+
+def test_the_tf_free_reader_leaves_what_it_cannot_vouch_for(tmp_path,
+                                                             monkeypatch):
+  from canonical.saving import tf_free_reader  # pylint: disable=g-import-not-at-top
+  from canonical.saving import tf_snapshot  # pylint: disable=g-import-not-at-top
+  good = os.path.join(FORMS, 'fedavg_uniform8.pb')
+  assert tf_free_reader.read(good) is not None
+  with open(good, 'rb') as f:
+    data = f.read()
+  for name, contents in (('flipped', data[:-1] + bytes([data[-1] ^ 1])),
+                         ('short', data[:-10]), ('empty', b''),
+                         ('foreign', b'x' * 100),
+                         ('newer', envelope.wrap(data[52:], version=2))):
+    (tmp_path / name).write_bytes(contents)
+    assert tf_free_reader.read(tmp_path / name) is None, name
+  assert tf_free_reader.read(tmp_path / 'missing') is None
+  assert tf_free_reader.read('s3://bucket/form.pb') is None
+  monkeypatch.setattr(tf_snapshot, 'TENSORFLOW_VERSION', '1.0.0')
+  assert tf_free_reader.read(good) is None
+
+
+def test_the_tf_free_reader_snapshot_is_current():
+  from canonical.saving import tf_free_reader  # pylint: disable=g-import-not-at-top
+  with open(os.path.join(ROOT, 'canonical', 'saving', 'tf_snapshot.py'),
+            encoding='utf-8') as f:
+    assert f.read() == tf_free_reader.snapshot_source(), (
+        'canonical/saving/tf_snapshot.py is stale: run python -m '
+        'canonical.saving.tf_free_reader')
+
+
+def test_importing_canonical_loads_the_language_only_on_use():
+  code = textwrap.dedent('''
+      import sys
+      import canonical
+      from canonical import errors, io
+      assert 'tensorflow' not in sys.modules, 'import canonical loaded TF'
+      import tensorflow as tf
+      # Reached through its module, a computation still runs by the
+      # reference executor, as when the package imported everything.
+      from canonical.core.computations import tf_computation
+      print(tf_computation(lambda: tf.constant(2.0))())
+      print(canonical.federated_computation is
+            sys.modules['canonical.core.computations'].federated_computation)
+  ''')
+  run = subprocess.run([sys.executable, '-c', code], cwd=ROOT,
+                       capture_output=True, text=True, timeout=300)
+  assert run.returncode == 0, run.stderr[-3000:]
+  assert run.stdout.split() == ['2.0', 'True']

@@ -368,7 +368,7 @@ def test_compression_study_writes_rows_table_and_plot(tmp_path):
   rows_path = tmp_path / 'rows.json'
   argv = ['--quick', '--settings', 'uncompressed,subsampled_drive', '--output-dir',
            str(tmp_path / 'study'), '--json', str(rows_path),
-           '--benchmarks-md', str(benchmarks)]
+           '--write-benchmarks', '--benchmarks-md', str(benchmarks)]
   assert compression_study.main(argv) == 0
   rows = json.loads(rows_path.read_text())
   assert [r['setting'] for r in rows] == ['uncompressed', 'subsampled_drive']
