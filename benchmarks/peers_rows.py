@@ -89,9 +89,11 @@ def _train_data(task):
 def _versions():
   import importlib.metadata as metadata  # pylint: disable=g-import-not-at-top
   import platform  # pylint: disable=g-import-not-at-top
-  found = {'python': platform.python_version()}
-  for name in ('fedcanon', 'tensorflow', 'keras', 'apache-beam', 'dask',
-               'distributed', 'numpy'):
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  # The wheel may be tensorflow or tensorflow-cpu: ask the module.
+  found = {'python': platform.python_version(), 'tensorflow': tf.__version__}
+  for name in ('fedcanon', 'keras', 'apache-beam', 'dask', 'distributed',
+               'numpy'):
     try:
       found[name] = metadata.version(name)
     except metadata.PackageNotFoundError:

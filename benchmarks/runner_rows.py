@@ -381,9 +381,9 @@ class Clock:
 def measure(task):
   """Runs in a child process: one row (see the module docstring)."""
   # Loaded before the base RSS is read, as in every row: TensorFlow, Beam,
-  # the runner.
-  import beam_runner  # pylint: disable=g-import-not-at-top,unused-import
-  import canonical  # pylint: disable=g-import-not-at-top,unused-import
+  # the runner (the packages import them on first use, not at import).
+  import beam_runner.driver.runner  # pylint: disable=g-import-not-at-top,unused-import
+  import canonical.compiler  # pylint: disable=g-import-not-at-top,unused-import
   with placed(task) as place:
     ignore = [place.server_pid] if hasattr(place, 'server_pid') else []
     with engine_options(task, place) as (options, facts):
