@@ -11,9 +11,7 @@ The names below are imported on first use, so that `python -m beam_runner
 --help` imports neither TensorFlow nor Beam.
 """
 
-import importlib
-import importlib.machinery
-
+from canonical import _lazy
 from canonical import _moved
 
 _HOMES = {
@@ -47,30 +45,5 @@ _moved.register({
 })
 
 
-_PUBLIC = frozenset(name for names in _HOMES.values() for name in names)
-
-
-def _load():
-  """Imports the runner and binds its public names here (once), in the order
-  the package imported them when it imported them eagerly."""
-  for home, names in _HOMES.items():
-    module = importlib.import_module(home)
-    for name in names:
-      globals()[name] = getattr(module, name)
-  importlib.import_module('beam_runner.testing')
-
-
-def __getattr__(name):
-  if name in _PUBLIC:
-    _load()
-    return globals()[name]
-  if not name.startswith('_') and importlib.machinery.PathFinder.find_spec(
-      f'{__name__}.{name}', __path__) is not None:
-    return importlib.import_module(f'{__name__}.{name}')  # Only it.
-  if name.startswith('_'):
-    raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
-  return _moved.attribute(__name__, name)
-
-
-def __dir__():
-  return sorted(set(globals()) | _PUBLIC)
+__getattr__, __dir__ = _lazy.module_getattr(
+    globals(), _HOMES, after=('beam_runner.testing',), fallback=_moved.attribute)

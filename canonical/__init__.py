@@ -15,11 +15,11 @@ first use. A federated computation called from Python runs by its plain
 meaning (the reference executor), however its module was reached.
 """
 
-import importlib
 import importlib.abc
 import importlib.machinery
 import sys
 
+from canonical import _lazy
 from canonical import _moved
 from canonical.errors import Error
 from canonical.errors import FederatedError
@@ -82,28 +82,5 @@ if _CONTEXT not in sys.modules:
   sys.meta_path.insert(0, _InstallReferenceExecutor())
 
 
-_PUBLIC = frozenset(name for names in _HOMES.values() for name in names)
-
-
-def _load_language():
-  """Imports the language and binds its public names here (once)."""
-  for home, names in _HOMES.items():
-    module = importlib.import_module(home)
-    for name in names:
-      globals()[name] = getattr(module, name)
-
-
-def __getattr__(name):
-  if name in _PUBLIC:
-    _load_language()
-    return globals()[name]
-  if not name.startswith('_') and importlib.machinery.PathFinder.find_spec(
-      f'{__name__}.{name}', __path__) is not None:
-    return importlib.import_module(f'{__name__}.{name}')  # Only it.
-  if name.startswith('_'):  # Tools probing dunders import nothing.
-    raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
-  return _moved.attribute(__name__, name)
-
-
-def __dir__():
-  return sorted(set(globals()) | _PUBLIC)
+__getattr__, __dir__ = _lazy.module_getattr(globals(), _HOMES,
+                                            fallback=_moved.attribute)
