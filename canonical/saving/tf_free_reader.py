@@ -25,6 +25,7 @@ import os
 import struct
 import sys
 
+from canonical import io as storage_lib
 from canonical.saving import tf_snapshot
 
 _SNAPSHOT = 'canonical/saving/tf_snapshot.py'
@@ -44,11 +45,11 @@ class Reading:
 
 def read(path):
   """The parsed form at local `path`, or None if this reader is unsure."""
-  if _tensorflow_version() != tf_snapshot.TENSORFLOW_VERSION:
+  if (_tensorflow_version() != tf_snapshot.TENSORFLOW_VERSION or
+      not storage_lib.is_local(path)):
     return None
   try:
-    with open(path, 'rb') as f:
-      data = f.read()
+    data = storage_lib.default().read_bytes(path)
   except (OSError, ValueError):  # ValueError: a NUL in the path.
     return None
   unwrapped = _unwrap(data)
