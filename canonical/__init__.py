@@ -15,10 +15,6 @@ first use. A federated computation called from Python runs by its plain
 meaning (the reference executor), however its module was reached.
 """
 
-import importlib.abc
-import importlib.machinery
-import sys
-
 from canonical import _lazy
 from canonical import _moved
 from canonical.errors import Error
@@ -56,30 +52,16 @@ def _run_by_plain_meaning(computation, *args):
   return reference.run(computation, *args)
 
 
-class _InstallReferenceExecutor(importlib.abc.MetaPathFinder):
-  """Installs the reference executor as soon as the language's execution
-  context is imported, whether through a name of this package or a direct
-  import of a submodule (`from canonical.core.computations import ...`)."""
-
-  def find_spec(self, name, path=None, target=None):
-    if name != _CONTEXT:
-      return None
-    spec = importlib.machinery.PathFinder.find_spec(name, path, target)
-    if spec is None or spec.loader is None:
-      return spec
-    exec_module = spec.loader.exec_module
-
-    def exec_then_install(module):
-      exec_module(module)
-      module.set_executor(_run_by_plain_meaning)
-
-    spec.loader.exec_module = exec_then_install
-    return spec
+def _install_reference_executor(load, context):
+  """The language's execution context runs a federated computation called
+  from Python by its plain meaning, however the context is reached (a name
+  of this package, or `from canonical.core.computations import ...`)."""
+  load(context)
+  context.set_executor(_run_by_plain_meaning)
 
 
 _moved.register(_moved.CANONICAL)
-if _CONTEXT not in sys.modules:
-  sys.meta_path.insert(0, _InstallReferenceExecutor())
+_lazy.around_import(_CONTEXT, _install_reference_executor)
 
 
 __getattr__, __dir__ = _lazy.module_getattr(globals(), _HOMES,

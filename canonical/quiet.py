@@ -26,13 +26,13 @@ What is silenced, and why it says nothing:
 """
 
 import contextlib
-import importlib.abc
-import importlib.machinery
 import logging
 import os
 import re
 import sys
 import tempfile
+
+from canonical import _lazy
 
 _TENSORFLOW_LOAD_NOISE = re.compile(
     r'WARNING: All log messages before absl::InitializeLog\(\) is called are '
@@ -63,9 +63,7 @@ def third_party():
     if not any(isinstance(f, _DropMessages) and f.prefix == prefix
                for f in logger.filters):
       logger.addFilter(_DropMessages(prefix))
-  if ('tensorflow' not in sys.modules and
-      not any(isinstance(f, _QuietTensorFlowLoad) for f in sys.meta_path)):
-    sys.meta_path.insert(0, _QuietTensorFlowLoad())
+  _lazy.around_import('tensorflow', _load_tensorflow_quietly)
 
 
 def dask_setup(worker):
@@ -86,25 +84,11 @@ class _DropMessages(logging.Filter):
     return not str(record.msg).startswith(self.prefix)
 
 
-class _QuietTensorFlowLoad(importlib.abc.MetaPathFinder):
-  """Loads TensorFlow, when it is first imported, with its load-time lines
-  taken out of stderr."""
-
-  def find_spec(self, name, path=None, target=None):
-    if name != 'tensorflow':
-      return None
-    spec = importlib.machinery.PathFinder.find_spec(name, path, target)
-    if spec is None or spec.loader is None:
-      return spec
-    exec_module = spec.loader.exec_module
-
-    def exec_quietly(module):
-      with _without_load_noise():
-        exec_module(module)
-        module.config.list_physical_devices()  # cuInit's line comes here.
-
-    spec.loader.exec_module = exec_quietly
-    return spec
+def _load_tensorflow_quietly(load, module):
+  """TensorFlow loaded with its load-time lines taken out of stderr."""
+  with _without_load_noise():
+    load(module)
+    module.config.list_physical_devices()  # cuInit's line comes here.
 
 
 @contextlib.contextmanager
