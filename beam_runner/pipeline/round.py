@@ -234,9 +234,9 @@ class WorkFn(_FormFn, beam.DoFn):
 
   def _work_batched(self, batched, tasks, inputs, c, stats):
     """The clients' work and accumulate in calls of `BatchedWork`, each
-    over clients holding up to BATCHED_BYTES of data (read as the previous
-    call runs); a call that fails runs its clients one by one, to drop only
-    the clients that fail."""
+    over clients holding up to BATCHED_BYTES of data, so that an element
+    holds no more than that in memory; a call that fails runs its clients
+    one by one, to drop only the clients that fail."""
     accumulator, worked, ready, size = None, 0, [], 0
     for task, (read, seconds) in zip(tasks, inputs):
       if isinstance(read, ClientDropped):
