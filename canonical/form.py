@@ -32,6 +32,7 @@ from typing import Callable, Sequence
 import tensorflow as tf
 from tensorflow.python.util import nest  # pylint: disable=g-direct-tensorflow-import
 
+from canonical.core import bits_text
 from canonical.core import types as ft
 from canonical.core import unrolled_datasets
 from canonical import errors
@@ -612,12 +613,12 @@ class CanonicalForm:
     for name, piece in self.pieces.items():
       lines.append(f'  {name:<17} {piece.signature()}')
     lines.append(f'  C (broadcast, per client): '
-                 f'{_human_bits(self.broadcast_bits)}')
+                 f'{bits_text.human_bits(self.broadcast_bits)}')
     lines.append(f'  U (aggregated, per client): '
-                 f'{_human_bits(self.aggregated_bits)}')
+                 f'{bits_text.human_bits(self.aggregated_bits)}')
     if self.has_client_state:
       lines.append(f'  client state (kept at each client): '
-                   f'{_human_bits(self.bits(self.client_state_spec))}')
+                   f'{bits_text.human_bits(self.bits(self.client_state_spec))}')
     if self.has_client_outputs:
       lines.append(f'  client outputs (per client, in Y): '
                    f'{ft.form_text(self.client_output_spec)}')
@@ -630,15 +631,6 @@ class CanonicalForm:
     if print_fn is not None:
       print_fn(text)
     return text
-
-
-def _human_bits(bits):
-  if bits is None:
-    return 'varies'
-  for unit, size in (('Gbit', 1e9), ('Mbit', 1e6), ('kbit', 1e3)):
-    if bits >= size:
-      return f'{bits} bits ({bits / size:.2f} {unit})'
-  return f'{bits} bits'
 
 
 # TFF 0.87's name for the form (`tff.backends.mapreduce.MapReduceForm`).

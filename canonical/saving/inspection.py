@@ -11,6 +11,7 @@ Both render the same text (`describe`).
 import collections
 import os
 
+from canonical.core import bits_text
 from canonical.saving import op_allowlist
 from canonical.saving import tf_free_reader
 
@@ -64,7 +65,7 @@ class TensorFlowLeaves:
           f'{where}: unknown secure sum {entry.kind!r}.') from None
 
   def bits(self, bits):
-    return self._form_lib._human_bits(bits)  # pylint: disable=protected-access
+    return bits_text.human_bits(bits)
 
 
 def describe(proto, where, size, leaves=None):

@@ -26,6 +26,7 @@ import struct
 import sys
 
 from canonical import io as storage_lib
+from canonical.core import bits_text
 from canonical.saving import tf_snapshot
 
 _SNAPSHOT = 'canonical/saving/tf_snapshot.py'
@@ -143,13 +144,7 @@ class Leaves:
     return f'{entry.kind}, {name} {shown}'
 
   def bits(self, bits):
-    """As `form._human_bits`."""
-    if bits is None:
-      return 'varies'
-    for unit, size in (('Gbit', 1e9), ('Mbit', 1e6), ('kbit', 1e3)):
-      if bits >= size:
-        return f'{bits} bits ({bits / size:.2f} {unit})'
-    return f'{bits} bits'
+    return bits_text.human_bits(bits)
 
 
 @functools.lru_cache(maxsize=None)
