@@ -8,10 +8,8 @@ same sampled clients and results.
 
 How many rounds share a pipeline is decided by measurement: as many as fit
 in about `TARGET_PIPELINE_SECONDS` at the pace observed (at most
-`MAX_ROUNDS_PER_PIPELINE`), on engines that spread chained rounds (not
-Dask, whose warm workers make a pipeline cheap anyway). The pace is that of
-this run's last pipeline, or of the rounds already committed on the same
-engine; with neither, the first pipeline runs one round. Every round is
+`MAX_ROUNDS_PER_PIPELINE`). The pace is that of this run's last pipeline, or
+of the rounds already committed on the same engine; with neither, the first pipeline runs one round. Every round is
 still committed on its own.
 
 A form whose `next` returns per-client outputs has them written by the
@@ -242,7 +240,7 @@ def run(form_or_path: 'form_lib.CanonicalForm | str',
                         secure_neighbors)
       loop.start()
       loop.run(client_ids, clients_per_round, seed, rounds,
-               _PipelineSizer(engine, rounds_per_pipeline))
+               _PipelineSizer(rounds_per_pipeline))
   last = out.last_committed()
   return RunResult(
       state=tensor_io.read_tensors(out.state_path(last), form.state_spec,
@@ -275,15 +273,14 @@ def read_client_outputs(output_dir: str, pipeline_options=None
 class _PipelineSizer:
   """How many rounds the next pipeline runs."""
 
-  def __init__(self, engine, fixed=None):
-    self._engine = engine
+  def __init__(self, fixed=None):
     self._fixed = fixed
     self._seconds_per_round = None
 
   def next(self, remaining):
     if self._fixed is not None:
       return min(self._fixed, remaining)
-    if not self._engine.chains_rounds or self._seconds_per_round is None:
+    if self._seconds_per_round is None:
       return 1
     fit = math.floor(TARGET_PIPELINE_SECONDS / self._seconds_per_round)
     return max(1, min(fit, MAX_ROUNDS_PER_PIPELINE, remaining))

@@ -26,6 +26,7 @@ import tensorflow as tf
 import beam_runner
 from beam_runner import engines
 from beam_runner import testing
+from beam_runner.worker_io import tensor_io
 import canonical as cf
 from canonical import learning
 from canonical.learning import algorithms
@@ -116,6 +117,42 @@ def test_each_client_works_exactly_once_per_round_spread_over_workers(
     assert len(outcome['clients_per_worker']) == 2
     assert sum(outcome['clients_per_worker'].values()) == 6
     assert outcome['engine'].startswith('DaskRunner at tcp://127.0.0.1:')
+
+
+def test_chained_rounds_on_dask_are_one_pipeline_and_equal_rounds_alone(
+    dask_address, tmp_path, monkeypatch):
+  # Client state is what a chain must carry right: a client sampled again in
+  # a later round of the same pipeline starts from the state its earlier
+  # round wrote.
+  form = cf.compile(client_state_process())
+  data = {k: v * 3 for k, v in random_floats(4, 10).items()}
+  beam_runner.write_client_data(tmp_path / 'shards', data)
+  source = beam_runner.TFRecordClientData(str(tmp_path / 'shards'))
+  pipelines = []
+  real_run = engines.DaskEngine.run
+  monkeypatch.setattr(engines.DaskEngine, 'run', lambda self, pipeline: (
+      pipelines.append(pipeline), real_run(self, pipeline))[1])
+  results = {}
+  for chained in (4, 1):
+    pipelines.clear()
+    results[chained] = beam_runner.run(
+        form, source, 4, 3, tmp_path / f'run{chained}',
+        pipeline_options=_on(dask_address), rounds_per_pipeline=chained,
+        progress=lambda _: None)
+    assert len(pipelines) == 4 // chained
+  for one, alone in zip(results[4].outcomes, results[1].outcomes):
+    assert one['clients_ok'] == alone['clients_ok'] == 3
+    assert len(one['clients_per_worker']) == 2  # Each round spread.
+  tf.nest.map_structure(np.testing.assert_array_equal, results[4].state,
+                        results[1].state)
+  kept = [beam_runner.RunDir(tmp_path / f'run{n}').client_state_paths()
+          for n in (4, 1)]
+  assert sorted(kept[0]) == sorted(kept[1]) and kept[0]
+  for client in kept[0]:
+    tf.nest.map_structure(
+        np.testing.assert_array_equal,
+        *[tensor_io.read_tensors(paths[client], form.client_state_spec)
+          for paths in kept])
 
 
 def _tag_worker(element, stage):
