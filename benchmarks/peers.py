@@ -41,9 +41,10 @@ table shows medians over --repeats. `cpu_seconds` is CPU per measured round of
 the row's process (a peer's: its process tree, TFF's worker_binary and Ray's
 actors included), `workers_cpu_seconds` the Dask workers', and
 `total_cpu_seconds` their sum. `same_result`
-compares every system's final weights with the floor's: ours (same clients,
-same order, same initial weights) must agree to float tolerance, which is
-what makes the comparison one of equal work; the peers' agreement is
+compares every system's final weights with the floor's: ours in process
+(same clients, same order, same initial weights) must agree to float
+tolerance, which is what makes the comparison one of equal work; Dask's
+(which merges each worker's partial sum) and the peers' agreement is
 reported. Before the rows, `parallel_speedup` measures the cores there are
 to share. Then `targets` judges issue 31's targets (met / missed / not
 measured): each of ours over the floor (median ratio), and each of ours
@@ -113,6 +114,11 @@ IN_PROCESS_TARGETS = {'W1': 1.05, 'W2': 1.5, 'W3': 1.5}
 DASK_TARGETS = {'W1': 0.6, 'W2': 1.0, 'W3': 1.0}
 # Final weights of ours and of the floor agree within these (np.allclose).
 TOLERANCE = dict(rtol=1e-5, atol=1e-5)
+# Ours that sum the clients' updates in the floor's order, so end on its
+# weights within TOLERANCE. Dask merges each worker's partial sum: float
+# re-association, ~1e-8 on W2/W3, which W1's 2,100 SGD steps amplify to
+# ~1e-2 (as the peers' own orders do); its difference is reported, not judged.
+SAME_ORDER = ('loop', 'beam')
 
 
 class BenchmarkError(RuntimeError):
@@ -363,14 +369,14 @@ def summary(rows):
 
 def same_result(rows):
   """Whether every system's final weights agree with the floor's, per
-  workload (the largest difference over the repeats); judged on ours."""
+  workload (the largest difference over the repeats); judged on SAME_ORDER."""
   workloads = {}
   for row in rows:
     if row['system'] == 'floor' or 'same_as_floor' not in row:
       continue
     entry = workloads.setdefault(row['workload'], {}).setdefault(
         row['system'], dict(max_abs_diff=0.0, within_tolerance=True,
-                            judged=row['system'] in OURS))
+                            judged=row['system'] in SAME_ORDER))
     diff = row.get('max_abs_diff_to_floor')
     entry['max_abs_diff'] = None if diff is None or entry[
         'max_abs_diff'] is None else max(entry['max_abs_diff'], diff)
@@ -378,7 +384,7 @@ def same_result(rows):
         row['same_as_floor'])
   judged = [e['within_tolerance'] for systems in workloads.values()
             for e in systems.values() if e['judged']]
-  return dict(tolerance=TOLERANCE, judged_systems=list(OURS),
+  return dict(tolerance=TOLERANCE, judged_systems=list(SAME_ORDER),
               ok=all(judged) if judged else None, workloads=workloads)
 
 
@@ -616,7 +622,7 @@ def run(args):
   print()
   print_table(report['summary'], args.workloads, args.systems, workloads,
               labels, skipped, failed)
-  print(f'\nsame_result: final weights of ours vs the floor within '
+  print(f'\nsame_result: final weights of ours in process vs the floor within '
         f'rtol {TOLERANCE["rtol"]}, atol {TOLERANCE["atol"]}: ' +
         {True: 'yes', False: 'NO', None: 'not measured'}[
             report['same_result']['ok']])

@@ -28,7 +28,8 @@ TensorFlow's intra-op threads (a Dask worker of ours runs with 1). Prints a
 table and writes JSON.
 
 Usage: python -m benchmarks.vectorised_clients [--clients 10] [--steps 30]
-    [--repeats 3] [--threads 0] [--json benchmarks/results/vectorised_clients.json]
+    [--repeats 3] [--threads 0]
+    [--json benchmarks/results/vectorised_clients.json]
 """
 
 import argparse
