@@ -8,7 +8,8 @@ what is measured is the runtime, not the model. The CNN form: the tutorial's
 federated averaging of `cnn_28x28` (1,663,370 parameters) on Fashion-MNIST,
 100 IID clients (`pipelines.prepare_data`), 10 per round, 1 local epoch of
 batches of 20. Client data is written once as per-client TFRecord shards; Beam
-workers and the local loop (`canonical.run_round`) read the same shards.
+workers and the local loop (`canonical.run_round`) read the same shards, the
+same way (element lists where work takes them unrolled).
 
 Every row runs in its own Python process (see `benchmarks/runner_rows.py` for
 exactly what each kind measures):

@@ -435,7 +435,14 @@ def _runner_facts(outcomes):
               metrics=outcomes[-1]['metrics'])
 
 
-def _read_all(source, ids, spec):
+def _read_all(source, ids, form):
+  """The clients' data as the runner's workers read it: the lists of their
+  elements where work takes them (`client_data.takes_elements`), else
+  datasets."""
+  from beam_runner.worker_io import client_data  # pylint: disable=g-import-not-at-top
+  spec = form.client_data_spec
+  if client_data.takes_elements(form, source):
+    return [source.read_elements(i, spec) for i in ids]
   return [source.read(i, spec) for i in ids]
 
 
@@ -463,10 +470,9 @@ def time_row(task, place, options):
   if task['kind'] == 'time':
     form = canonical.load(place.form)
     ids = beam_runner.RunDir(out).clients(rounds)
-    spec = form.client_data_spec
-    canonical.run_round(form, result.state, _read_all(source, ids[:1], spec))
+    canonical.run_round(form, result.state, _read_all(source, ids[:1], form))
     with Clock() as clock:
-      canonical.run_round(form, result.state, _read_all(source, ids, spec))
+      canonical.run_round(form, result.state, _read_all(source, ids, form))
     row['local_seconds'] = clock.seconds
     row['local_cpu_seconds'] = clock.cpu
   return row
@@ -508,14 +514,13 @@ def _loop_after(place, out, source, rounds):
   if form.has_client_state:
     raise ValueError('The loop comparison takes forms without client state.')
   run_dir = beam_runner.RunDir(out)
-  spec = form.client_data_spec
   state = tensor_io.read_tensors(run_dir.state_path(1), form.state_spec)
   samples = [run_dir.clients(r) for r in range(2, rounds + 2)]
-  canonical.run_round(form, state, _read_all(source, samples[0], spec))
+  canonical.run_round(form, state, _read_all(source, samples[0], form))
   with Clock() as clock:
     for ids in samples:
       state, metrics = canonical.run_round(form, state,
-                                           _read_all(source, ids, spec))[:2]
+                                           _read_all(source, ids, form))[:2]
   return dict(local_seconds=clock.seconds / rounds,
               local_metrics=_numbers(metrics),
               **clock.per_round(rounds, prefix='local_'))
@@ -530,18 +535,17 @@ def _loop_rounds(task, place):
   if form.has_client_state:
     raise ValueError('The loop comparison takes forms without client state.')
   source = beam_runner.TFRecordClientData(place.shards)
-  ids, spec, rounds = source.client_ids(), form.client_data_spec, \
-      task['rounds']
+  ids, rounds = source.client_ids(), task['rounds']
   samples = [beam_runner.sample_clients(ids, task['clients'], SEED, r)
              for r in range(1, rounds + 2)]
   start = time.perf_counter()
   state = canonical.run_round(form, form.initialize(),
-                              _read_all(source, samples[0], spec))[0]
+                              _read_all(source, samples[0], form))[0]
   first = time.perf_counter() - start
   with Clock() as clock:
     for sampled in samples[1:]:
       state, metrics = canonical.run_round(
-          form, state, _read_all(source, sampled, spec))[:2]
+          form, state, _read_all(source, sampled, form))[:2]
   return dict(round_seconds=clock.seconds / rounds, first_round_seconds=first,
               rounds=rounds, metrics=_numbers(metrics),
               **clock.per_round(rounds))
