@@ -9,8 +9,8 @@ same sampled clients and results.
 How many rounds share a pipeline is decided by measurement: as many as fit
 in about `TARGET_PIPELINE_SECONDS` at the pace observed (at most
 `MAX_ROUNDS_PER_PIPELINE`). The pace is that of this run's last pipeline, or
-of the rounds already committed on the same engine; with neither, the first pipeline runs one round. Every round is
-still committed on its own.
+of the rounds already committed on the same engine; with neither, the first
+pipeline runs one round. Every round is still committed on its own.
 
 A form whose `next` returns per-client outputs has them written by the
 clients' workers and committed with their round (`worker_io/client_outputs.
