@@ -23,7 +23,8 @@ as batched matrix products. This measures, on random data of W1's shapes
 Each figure is the median of --repeats passes, interleaved; `x one after
 another` divides by that row's time in the same pass. `max diff` is the
 largest difference of the grouped clients' final weights from one after
-another's (the same arithmetic, summed in another order). --threads sets
+another's (the same arithmetic, summed in another order), also as a part of
+the largest change training made to a weight. --threads sets
 TensorFlow's intra-op threads (a Dask worker of ours runs with 1). Prints a
 table and writes JSON.
 
@@ -89,10 +90,12 @@ def _cnn(tf):
 
 
 def _passes(clients, steps, repeats):
+  import keras  # pylint: disable=g-import-not-at-top
   import numpy as np  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from canonical.learning import models  # pylint: disable=g-import-not-at-top
   rng = np.random.default_rng(0)
+  keras.utils.set_random_seed(0)
   initial = [tf.constant(w) for w in models.cnn_28x28().get_weights()]
   xs = tf.constant(rng.uniform(size=[steps, clients, BATCH, 28, 28, 1]),
                    tf.float32)
@@ -118,6 +121,11 @@ def _passes(clients, steps, repeats):
            for i in range(len(initial))]
   max_diff = max(float(tf.reduce_max(tf.abs(a - g)))
                  for a, g in zip(apart, results['grouped']))
+  # Against the largest change training made to a weight: float summation
+  # order moves a weight by a tiny part of it, a client's kernel mixed with
+  # another's by a large one.
+  max_change = max(float(tf.reduce_max(tf.abs(a - w)))
+                   for a, w in zip(apart, initial))
   passes = []
   for _ in range(repeats):
     timed = {}
@@ -126,7 +134,7 @@ def _passes(clients, steps, repeats):
       runs[name]()
       timed[name] = time.perf_counter() - start
     passes.append(timed)
-  return passes, max_diff
+  return passes, max_diff, max_change
 
 
 def main(argv=None):
@@ -141,7 +149,8 @@ def main(argv=None):
   args = parser.parse_args(argv)
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   tf.config.threading.set_intra_op_parallelism_threads(args.threads)
-  passes, max_diff = _passes(args.clients, args.steps, args.repeats)
+  passes, max_diff, max_change = _passes(args.clients, args.steps,
+                                         args.repeats)
   print(f'{args.clients} clients of {args.steps} SGD steps of {BATCH} '
         f'examples, W1\'s CNN, {args.threads or "default"} intra-op threads; '
         f'median of {args.repeats} passes:')
@@ -155,12 +164,16 @@ def main(argv=None):
                  'over_one_after_another': ratio,
                  'passes': [p[name] for p in passes]})
     print(f'{name:<20}{seconds:>8.3f}{ratio:>21.2f}x')
-  print(f'max diff of the grouped clients\' weights: {max_diff:.2e}')
+  print(f'max diff of the grouped clients\' weights: {max_diff:.2e}, '
+        f'{max_diff / max_change:.1e} of the largest change training made '
+        f'({max_change:.2e})')
   os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
   with open(args.json, 'w') as f:
     json.dump({'clients': args.clients, 'steps': args.steps,
                'repeats': args.repeats, 'threads': args.threads,
-               'max_diff_grouped': max_diff, 'rows': rows}, f, indent=1)
+               'max_diff_grouped': max_diff, 'max_change': max_change,
+               'relative_diff_grouped': max_diff / max_change, 'rows': rows},
+              f, indent=1)
   print(f'wrote {args.json}')
 
 

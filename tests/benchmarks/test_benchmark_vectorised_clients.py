@@ -21,9 +21,14 @@ def test_grouped_clients_train_as_clients_one_after_another(tmp_path):
       env={**os.environ, 'TF_CPP_MIN_LOG_LEVEL': '2'})
   assert run.returncode == 0, run.stderr[-3000:]
   result = json.loads(out.read_text())
-  # Each client's weights after two steps of its own data, grouped or not:
-  # convolving with another client's kernels differed by 1.7e-3.
-  assert result['max_diff_grouped'] < 1e-5
+  # Each client's weights after two steps of its own data, grouped or not,
+  # differ by float summation order: 1e-6 to 5e-3 of the largest change
+  # training made, by TensorFlow's kernel instance. Convolving with another
+  # client's kernels moved them by 35-89% of it.
+  assert result['relative_diff_grouped'] < 0.05
+  assert result['max_diff_grouped'] == pytest.approx(
+      result['relative_diff_grouped'] * result['max_change'])
+  assert result['max_change'] > 0
   rows = {r['row']: r for r in result['rows']}
   assert list(rows) == ['one after another', 'grouped', 'one shared model']
   assert rows['one after another']['over_one_after_another'] == 1.0
