@@ -1,22 +1,16 @@
 """benchmarks/compile.py runs and reports what the issue asks for."""
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '../..'))
+import benchmark_runs
 
 
 @pytest.mark.slow
 def test_compile_benchmark_writes_its_json(tmp_path):
   out = tmp_path / 'compile.json'
-  run = subprocess.run(
-      [sys.executable, '-m', 'benchmarks.compile', '--repeats', '1', '--json',
-       str(out)], cwd=ROOT, capture_output=True, text=True, timeout=600,
-      env={**os.environ, 'TF_CPP_MIN_LOG_LEVEL': '2'})
+  run = benchmark_runs.run('compile', '--repeats', '1', '--json', out)
   assert run.returncode == 0, run.stderr[-3000:]
   result = json.loads(out.read_text())
   assert result['params'] == 1_663_370

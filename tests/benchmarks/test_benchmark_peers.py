@@ -9,6 +9,8 @@ import sys
 import numpy as np
 import pytest
 
+import benchmark_runs
+
 from benchmarks import peers
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '../..'))
@@ -18,10 +20,7 @@ TARGETS = {f'{w}_{s}_{what}' for w in ('W2',) for s in ('loop', 'beam', 'dask')
 
 
 def _run(*flags, timeout=60):
-  return subprocess.run(
-      [sys.executable, '-m', 'benchmarks.peers', *flags], cwd=ROOT,
-      capture_output=True, text=True, timeout=timeout,
-      env={**os.environ, 'TF_CPP_MIN_LOG_LEVEL': '2'})
+  return benchmark_runs.run('peers', *flags, timeout=timeout)
 
 
 @pytest.mark.slow

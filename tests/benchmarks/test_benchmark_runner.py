@@ -2,12 +2,11 @@
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '../..'))
+import benchmark_runs
+
 TARGETS = {'cnn_dask_over_loop_one_thread',
            'cnn_dask_over_loop_default_threads', 'rounds_in_memory_over_loop',
            'dask_fixed_cost', 's3_over_local', 'memory'}
@@ -16,12 +15,10 @@ TARGETS = {'cnn_dask_over_loop_one_thread',
 @pytest.mark.slow
 def test_quick_runner_benchmark_writes_its_rows(tmp_path):
   out = tmp_path / 'runner.json'
-  run = subprocess.run(
-      [sys.executable, '-m', 'benchmarks.runner', '--quick', '--sizes', '3',
-       '--memory-sizes', '2,6', '--rounds', '2', '--rounds-clients', '4',
-       '--repeats', '2', '--json', str(out)], cwd=ROOT,
-      capture_output=True, text=True, timeout=300,
-      env={**os.environ, 'TF_CPP_MIN_LOG_LEVEL': '2'})
+  run = benchmark_runs.run(
+      'runner', '--quick', '--sizes', '3', '--memory-sizes', '2,6',
+      '--rounds', '2', '--rounds-clients', '4', '--repeats', '2', '--json',
+      out, timeout=300)
   assert run.returncode == 0, run.stderr[-3000:]
   result = json.loads(out.read_text())
   rows = result['rows']

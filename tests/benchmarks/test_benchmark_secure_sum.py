@@ -2,24 +2,18 @@
 on a local Dask cluster, and writes its JSON."""
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '../..'))
+import benchmark_runs
 
 
 @pytest.mark.slow
 def test_quick_secure_sum_benchmark_writes_its_rows(tmp_path):
   out = tmp_path / 'secure_sum.json'
-  run = subprocess.run(
-      [sys.executable, '-m', 'benchmarks.secure_sum', '--clients', '6',
-       '--elements', '8', '--neighbors', 'all,2', '--repeats', '1',
-       '--dask-workers', '2', '--json', str(out)], cwd=ROOT,
-      capture_output=True, text=True, timeout=600,
-      env={**os.environ, 'TF_CPP_MIN_LOG_LEVEL': '2'})
+  run = benchmark_runs.run(
+      'secure_sum', '--clients', '6', '--elements', '8', '--neighbors',
+      'all,2', '--repeats', '1', '--dask-workers', '2', '--json', out)
   assert run.returncode == 0, run.stderr[-3000:]
   rows = json.loads(out.read_text())['rows']
   assert [(r['engine'], r['workers'], r['neighbors']) for r in rows] == [

@@ -2,23 +2,18 @@
 clients compute one after another, and it reports every row."""
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '../..'))
+import benchmark_runs
 
 
 @pytest.mark.slow
 def test_grouped_clients_train_as_clients_one_after_another(tmp_path):
   out = tmp_path / 'vectorised.json'
-  run = subprocess.run(
-      [sys.executable, '-m', 'benchmarks.vectorised_clients', '--clients', '3',
-       '--steps', '2', '--repeats', '1', '--threads', '1', '--json', str(out)],
-      cwd=ROOT, capture_output=True, text=True, timeout=600,
-      env={**os.environ, 'TF_CPP_MIN_LOG_LEVEL': '2'})
+  run = benchmark_runs.run(
+      'vectorised_clients', '--clients', '3', '--steps', '2', '--repeats', '1',
+      '--threads', '1', '--json', out)
   assert run.returncode == 0, run.stderr[-3000:]
   result = json.loads(out.read_text())
   # Each client's weights after two steps of its own data, grouped or not,
