@@ -50,6 +50,14 @@ class IterativeProcess:
     location = naming.user_location()
     self.location = location
     where = f'{type(self).__name__} at {location}'
+    if isinstance(next_is_multi_arg, computations.TFComputation):
+      # `IterativeProcess(initialize, next, client_state_initializer)`, as
+      # this project documented it before TFF's third parameter came.
+      if client_state_initializer is not None:
+        raise errors.FederatedError(
+            f'{where}: client_state_initializer given twice (as the third '
+            'argument and by name).')
+      next_is_multi_arg, client_state_initializer = None, next_is_multi_arg
     check_next_is_multi_arg(next_is_multi_arg, where)
     initialize, self.initialize_graph = initialize_and_next(
         initialize_fn, next_fn, where, location)

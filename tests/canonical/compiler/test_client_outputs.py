@@ -207,3 +207,21 @@ def test_hand_made_form_with_a_malformed_client_result():
   with pytest.raises(cf.FormError, match='work: its new client state is '
                      'int32'):
     cf.CanonicalForm(name='hand', **pieces)
+
+
+def test_client_state_initializer_as_the_third_argument():
+  # As docs/language-and-compiler.md writes it: the same process as by name.
+
+  @cf.federated_computation(cf.server(F), cf.clients(F2), cf.clients(F))
+  def next_fn(state, data, client_state):
+    new_state = cf.federated_map(_loss, (data, client_state))
+    return state, cf.federated_sum(new_state), new_state
+
+  process = cf.IterativeProcess(_zero_state, next_fn, _zero_state)
+  assert process.has_client_state
+  _, total, states = _check_both_ways(process, tf.constant(0.0), DATA[:2])[1]
+  assert [float(s) for s in states] == [5.0, 9.0]
+  assert float(total) == 14.0
+  with pytest.raises(cf.FederatedError, match='given twice'):
+    cf.IterativeProcess(_zero_state, next_fn, _zero_state,
+                        client_state_initializer=_zero_state)
