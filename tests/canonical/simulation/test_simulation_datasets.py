@@ -229,11 +229,11 @@ def test_clients_of_different_shapes_cannot_share_one_traced_fn():
     data.create_tf_dataset_from_all_clients()
 
 
-def test_downloaded_datasets_are_named_as_unavailable():
-  with pytest.raises(AttributeError, match='downloads its data set'):
-    tff.simulation.datasets.emnist.load_data()
-  with pytest.raises(tff.Error, match='TestClientData'):
-    getattr(tff.simulation.datasets, 'stackoverflow')
+def test_a_data_set_not_cached_is_refused_naming_the_file(tmp_path):
+  with pytest.raises(tff.simulation.datasets.DatasetNotCachedError,
+                     match=r'emnist_all\.sqlite is not on this machine.*'
+                     r'emnist_all\.sqlite\.lzma'):
+    tff.simulation.datasets.emnist.load_data(cache_dir=str(tmp_path))
   assert not hasattr(tff.simulation.datasets, 'no_such_name')
 
 
