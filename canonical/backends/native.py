@@ -27,3 +27,45 @@ def set_sync_local_cpp_execution_context(default_num_clients=0,
 
 set_sync_test_cpp_execution_context = set_sync_local_cpp_execution_context
 set_localhost_cpp_execution_context = set_sync_local_cpp_execution_context
+
+def _executor(default_num_clients):
+  """The executor `set_sync_local_cpp_execution_context` installs, as a
+  value (the contexts below run computations by it)."""
+  previous = context.set_executor(None)
+  try:
+    set_sync_local_cpp_execution_context(default_num_clients)
+  finally:
+    installed = context.set_executor(previous)
+  return installed
+
+
+def create_sync_local_cpp_execution_context(
+    default_num_clients=0, max_concurrent_computation_calls=-1,
+    stream_structs=False):
+  """A context running computations as `set_sync_local_cpp_execution_context`
+  does (`tff.framework.set_default_context` installs it)."""
+  del max_concurrent_computation_calls, stream_structs  # One process here.
+  from canonical import framework  # pylint: disable=g-import-not-at-top
+  return framework.ExecutionContext(_executor(default_num_clients))
+
+
+def create_async_local_cpp_execution_context(
+    default_num_clients=0, max_concurrent_computation_calls=-1,
+    stream_structs=False):
+  """The context of a federated program's platform lines (which wrap it in
+  `tff.program.NativeFederatedContext`): computations run as
+  `set_sync_local_cpp_execution_context` runs them; `invoke` is a
+  coroutine."""
+  del max_concurrent_computation_calls, stream_structs  # One process here.
+  from canonical import framework  # pylint: disable=g-import-not-at-top
+  return framework.AsyncExecutionContext(_executor(default_num_clients))
+
+
+def set_async_local_cpp_execution_context(default_num_clients=0,
+                                          max_concurrent_computation_calls=-1,
+                                          stream_structs=False):
+  """Installs `create_async_local_cpp_execution_context`'s context: a
+  computation called from Python then returns an awaitable, as in TFF."""
+  from canonical import framework  # pylint: disable=g-import-not-at-top
+  framework.set_default_context(create_async_local_cpp_execution_context(
+      default_num_clients, max_concurrent_computation_calls, stream_structs))

@@ -40,15 +40,18 @@ _AGGREGATORS = ('compression_aggregator', 'ddp_secure_aggregator',
 
 def __getattr__(name):
   """TFF's `tff.learning.build_federated_averaging_process`,
-  `ClientWeighting`, and the `framework`, `algorithms` and `templates`
-  modules, imported on first use: they build on `canonical.aggregators` and
-  on this package's own blocks."""
+  `ClientWeighting`, and the `framework`, `algorithms`, `templates` and
+  `programs` modules, imported on first use: they build on
+  `canonical.aggregators` and on this package's own blocks."""
   import importlib  # pylint: disable=g-import-not-at-top
   if name == 'build_federated_averaging_process':
     return importlib.import_module(
         'canonical.learning.tff_learning').build_federated_averaging_process
-  if name in ('framework', 'algorithms', 'templates'):
+  if name in ('framework', 'algorithms', 'templates', 'programs'):
     return importlib.import_module(f'canonical.learning.{name}')
+  if name == 'LoopImplementation':
+    return importlib.import_module(
+        'canonical.learning.loop_builder').LoopImplementation
   if name == 'ClientWeighting':
     return importlib.import_module(
         'canonical.learning.algorithms.averaging').ClientWeighting

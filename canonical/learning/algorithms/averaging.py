@@ -23,28 +23,34 @@ from canonical.core import naming
 from canonical.core import specs
 from canonical.core import types as ft
 from canonical.learning.client_update import client_gradient
+from canonical.learning import loop_builder
 from canonical.learning import model_fns
 from canonical.learning import optimizers
 from canonical.learning import templates
 from canonical.learning.model import ModelWeights
 from canonical.learning.templates import model_delta
-from canonical.templates import aggregation_process
+from canonical.templates import aggregation_process as aggregation_process_lib
 
 WEIGHT_SPEC = tf.TensorSpec([], tf.float32)
 ClientWeighting = model_delta.ClientWeighting
 
 
-def build_weighted_fed_avg(model_fn, client_optimizer_fn,
-                           server_optimizer_fn=None, client_weighting=None,
-                           model_distributor=None, model_aggregator=None,
-                           metrics_aggregator=None, loop_implementation=None):
+DEFAULT_SERVER_OPTIMIZER = optimizers.build_sgdm(learning_rate=1.0)
+FED_SGD_SERVER_OPTIMIZER = optimizers.build_sgdm(learning_rate=0.1)
+_REDUCE = loop_builder.LoopImplementation.DATASET_REDUCE
+
+
+def build_weighted_fed_avg(
+    model_fn, client_optimizer_fn, server_optimizer_fn=None, *,
+    client_weighting=ClientWeighting.NUM_EXAMPLES, model_distributor=None,
+    model_aggregator=None, metrics_aggregator=None,
+    loop_implementation=_REDUCE):
   """FedAvg with client updates weighted by their example counts (TFF's
   default); `model_aggregator` a `WeightedAggregationFactory` (default
   `MeanFactory()`), `model_distributor` a `DistributionProcess` (default
   the plain broadcast)."""
-  del loop_implementation  # Clients always loop with Dataset.reduce here.
   who = 'build_weighted_fed_avg'
-  model_delta.refuse_metrics_aggregator(metrics_aggregator, who)
+  _check_common(who, metrics_aggregator, loop_implementation)
   return _build(who, model_fn, _training(who, client_optimizer_fn),
                 server_optimizer_fn, model_aggregator, weighted=True,
                 by_examples=_by_examples(who, client_weighting),
@@ -53,68 +59,99 @@ def build_weighted_fed_avg(model_fn, client_optimizer_fn,
 
 def build_unweighted_fed_avg(model_fn, client_optimizer_fn,
                              server_optimizer_fn=None, model_distributor=None,
-                             model_aggregator=None, metrics_aggregator=None,
-                             loop_implementation=None):
+                             model_aggregator=None,
+                             metrics_aggregator=None,
+                             loop_implementation=_REDUCE):
   """FedAvg with every client's update counting the same;
   `model_aggregator` an `UnweightedAggregationFactory` (default
   `UnweightedMeanFactory()`)."""
-  del loop_implementation
   who = 'build_unweighted_fed_avg'
-  model_delta.refuse_metrics_aggregator(metrics_aggregator, who)
+  _check_common(who, metrics_aggregator, loop_implementation)
   return _build(who, model_fn, _training(who, client_optimizer_fn),
                 server_optimizer_fn, model_aggregator, weighted=False,
                 by_examples=False, model_distributor=model_distributor)
 
 
 def build_weighted_fed_prox(model_fn, proximal_strength, client_optimizer_fn,
-                            server_optimizer_fn=None, client_weighting=None,
+                            server_optimizer_fn=DEFAULT_SERVER_OPTIMIZER,
+                            client_weighting=ClientWeighting.NUM_EXAMPLES,
                             model_distributor=None, model_aggregator=None,
-                            metrics_aggregator=None, loop_implementation=None):
+                            metrics_aggregator=None,
+                            loop_implementation=_REDUCE):
   """FedProx: FedAvg whose clients' loss adds `proximal_strength` / 2 times
-  the squared distance to the broadcast model."""
-  del loop_implementation
+  the squared distance to the broadcast model. As TFF's, the client work
+  keeps no state: clients train with the optimizer as it was built."""
   who = 'build_weighted_fed_prox'
-  if isinstance(proximal_strength, bool) or not isinstance(
-      proximal_strength, (int, float)) or proximal_strength < 0:
-    raise errors.InvalidValueError(
-        f'{who}: proximal_strength must be a non-negative number, got '
-        f'{proximal_strength!r}.')
-  model_delta.refuse_metrics_aggregator(metrics_aggregator, who)
+  _check_common(who, metrics_aggregator, loop_implementation)
   return _build(who, model_fn,
-                _training(who, client_optimizer_fn, float(proximal_strength)),
+                _proximal_training(who, proximal_strength,
+                                   client_optimizer_fn),
                 server_optimizer_fn, model_aggregator, weighted=True,
                 by_examples=_by_examples(who, client_weighting),
                 model_distributor=model_distributor)
 
 
-def build_fed_sgd(model_fn, server_optimizer_fn=None, model_distributor=None,
-                  model_aggregator=None, metrics_aggregator=None,
-                  loop_implementation=None):
+def build_unweighted_fed_prox(model_fn, proximal_strength,
+                              client_optimizer_fn,
+                              server_optimizer_fn=DEFAULT_SERVER_OPTIMIZER,
+                              model_distributor=None, model_aggregator=None,
+                              metrics_aggregator=None,
+                              loop_implementation=_REDUCE):
+  """FedProx with every client's update counting the same;
+  `model_aggregator` an `UnweightedAggregationFactory` (default
+  `UnweightedMeanFactory()`)."""
+  who = 'build_unweighted_fed_prox'
+  _check_common(who, metrics_aggregator, loop_implementation)
+  return _build(who, model_fn,
+                _proximal_training(who, proximal_strength,
+                                   client_optimizer_fn),
+                server_optimizer_fn, model_aggregator, weighted=False,
+                by_examples=False, model_distributor=model_distributor)
+
+
+def build_fed_sgd(model_fn, server_optimizer_fn=FED_SGD_SERVER_OPTIMIZER,
+                  model_distributor=None, model_aggregator=None,
+                  metrics_aggregator=None, loop_implementation=_REDUCE):
   """FedSGD: each client sends the gradient of its mean loss at the
   broadcast model, weighted by its example count; the server optimizer
   (default `build_sgdm(learning_rate=0.1)`) takes the mean gradient."""
-  del loop_implementation
   who = 'build_fed_sgd'
-  model_delta.refuse_metrics_aggregator(metrics_aggregator, who)
-  return _build(who, model_fn, _gradient,
-                server_optimizer_fn or optimizers.build_sgdm(
-                    learning_rate=0.1),
+  _check_common(who, metrics_aggregator, loop_implementation)
+  return _build(who, model_fn, _gradient, server_optimizer_fn,
                 model_aggregator, weighted=True, by_examples=True,
                 model_distributor=model_distributor)
 
 
+def _check_common(who, metrics_aggregator, loop_implementation):
+  loop_builder.check_loop_implementation(loop_implementation, who)
+  model_delta.refuse_metrics_aggregator(metrics_aggregator, who)
+
+
 def _by_examples(who, client_weighting):
-  client_weighting = model_delta.check_weighting(
-      client_weighting or ClientWeighting.NUM_EXAMPLES, who)
+  client_weighting = model_delta.check_weighting(client_weighting, who)
   return client_weighting is ClientWeighting.NUM_EXAMPLES
 
 
-def _training(who, client_optimizer_fn, proximal_strength=0.0):
+def _training(who, client_optimizer_fn):
   """Local training from a fresh client optimizer with the state's
   hyperparameters; the update is initial minus trained weights."""
   optimizer = model_fns.optimizer_of(client_optimizer_fn,
                                      f'{who}: client_optimizer_fn')
-  return model_delta.training_step(optimizer, proximal_strength)
+  return model_delta.training_step(optimizer)
+
+
+def _proximal_training(who, proximal_strength, client_optimizer_fn):
+  """FedProx's local training: a fresh client optimizer as it was built
+  (TFF's FedProx client work has no state), the proximal term added."""
+  if isinstance(proximal_strength, bool) or not isinstance(
+      proximal_strength, (int, float)) or proximal_strength < 0:
+    raise errors.InvalidValueError(
+        f'{who}: proximal_strength must be a non-negative number, got '
+        f'{proximal_strength!r}.')
+  optimizer = model_fns.optimizer_of(client_optimizer_fn,
+                                     f'{who}: client_optimizer_fn')
+  return model_delta.training_step(optimizer, float(proximal_strength),
+                                   hparams_in_state=False)
 
 
 def _run_gradient(model, dataset, weights, hparams):
@@ -125,9 +162,10 @@ def _run_gradient(model, dataset, weights, hparams):
 _gradient = model_delta.ClientStep(None, _run_gradient)
 
 
-def _aggregation_process(who, factory, trainable_spec, weighted):
-  """The weighted process averaging the updates (an unweighted factory's
-  process takes the weight and ignores it, as TFF's
+def aggregation_process(who, factory, value_type, weighted,
+                        what='model_aggregator'):
+  """The weighted process that averages client values of `value_type` (an
+  unweighted factory's process takes the weight and ignores it, as TFF's
   `as_weighted_aggregator` does)."""
   if factory is None:
     factory = (aggregators.MeanFactory() if weighted else
@@ -135,36 +173,56 @@ def _aggregation_process(who, factory, trainable_spec, weighted):
   kind = (aggregators.WeightedAggregationFactory if weighted else
           aggregators.UnweightedAggregationFactory)
   if not isinstance(factory, kind):
+    if weighted:
+      hint = ' (an unweighted factory: wrap it in tff.aggregators.MeanFactory'
+      if 'weighted' in who:
+        hint += f', or use {who.replace("weighted", "unweighted")}'
+    else:
+      hint = (' (a weighted factory: use '
+              f'{who.replace("unweighted", "weighted")}')
     raise errors.InvalidTypeError(
-        f'{who}: model_aggregator must be a tff.aggregators.{kind.__name__}'
-        f', got {type(factory).__name__}'
-        + (' (an unweighted factory: use build_unweighted_fed_avg, or wrap '
-           'it in MeanFactory)' if weighted else
-           ' (a weighted factory: use build_weighted_fed_avg)') + '.')
+        f'{who}: {what} must be a tff.aggregators.{kind.__name__}, got '
+        f'{type(factory).__name__}{hint}).')
   if weighted:
-    return factory.create(trainable_spec, WEIGHT_SPEC)
-  return _ignoring_weights(factory.create(trainable_spec))
+    return factory.create(value_type, WEIGHT_SPEC)
+  return ignoring_weights(factory.create(value_type))
 
 
-def _ignoring_weights(process):
+def ignoring_weights(process, weight_type=WEIGHT_SPEC):
+  """The weighted process that runs the unweighted `process`, taking
+  client weights of `weight_type` and ignoring them."""
   state_type, value_type = process.next.parameter_types
 
   @computations.federated_computation(state_type, value_type,
-                                      ft.clients(WEIGHT_SPEC))
+                                      ft.clients(weight_type))
   def next_fn(state, value, weight):
     del weight  # Every client counts the same.
     return process.next(state, value)
 
-  return aggregation_process.AggregationProcess(process.initialize, next_fn)
+  return aggregation_process_lib.AggregationProcess(process.initialize,
+                                                    next_fn)
 
 
 def _build(who, model_fn, client_step, server_optimizer_fn,
            model_aggregator, weighted, by_examples, model_distributor=None):
   model = model_fns.functional_model_of(model_fn, who)
+  client_work = model_delta.client_work_of(
+      model, client_step, ClientWeighting.NUM_EXAMPLES if by_examples else
+      ClientWeighting.UNIFORM)
+  return compose(who, model, client_work, server_optimizer_fn,
+                 model_aggregator, weighted, model_distributor)
+
+
+def compose(who, model, client_work, server_optimizer_fn, model_aggregator,
+            weighted, model_distributor=None):
+  """TFF's composition of a model-update algorithm around `client_work`:
+  the model's initial weights, `model_distributor` (default: the plain
+  broadcast), the model aggregator (default: the mean, weighted or not)
+  and the server optimizer's finalizer (default: `build_sgdm(1.0)`)."""
   server_optimizer = model_fns.optimizer_of(
-      server_optimizer_fn or optimizers.build_sgdm(learning_rate=1.0),
+      server_optimizer_fn or DEFAULT_SERVER_OPTIMIZER,
       f'{who}: server_optimizer_fn')
-  initial_weights = model.initial_weights()
+  initial_weights = model.initial_model_weights
 
   def initial_model_weights():
     return ModelWeights(*tf.nest.map_structure(tf.constant, initial_weights))
@@ -178,11 +236,8 @@ def _build(who, model_fn, client_step, server_optimizer_fn,
         f'{who}: model_distributor must be a tff.learning.templates.'
         'DistributionProcess, got '
         f'{naming.describe_object(model_distributor)}.')
-  client_work = model_delta.client_work_of(
-      model, client_step, ClientWeighting.NUM_EXAMPLES if by_examples else
-      ClientWeighting.UNIFORM)
-  aggregator = _aggregation_process(who, model_aggregator,
-                                    weights_type.trainable, weighted)
+  aggregator = aggregation_process(who, model_aggregator,
+                                   weights_type.trainable, weighted)
   finalizer = templates.build_apply_optimizer_finalizer(server_optimizer,
                                                         weights_type)
   return templates.compose_learning_process(

@@ -9,6 +9,7 @@ import pytest
 
 import canonical as tff
 from canonical.learning.algorithms import averaging
+from canonical.learning.templates import model_delta
 from tff_087_examples import client_data
 from tff_087_examples import model_fn
 
@@ -188,8 +189,9 @@ def test_fed_prox_pulls_clients_toward_the_broadcast_model():
 def _tff_fed_prox(data):
   """FedProx with TFF 0.87's proximal term: mu * (initial - current)."""
   away = averaging._build(  # pylint: disable=protected-access
-      'test', model_fn, averaging._training(  # pylint: disable=protected-access
-          'test', tff.learning.optimizers.build_sgdm(0.1), -0.5),
+      'test', model_fn, model_delta.training_step(
+          tff.learning.optimizers.build_sgdm(0.1), -0.5,
+          hparams_in_state=False),
       None, None, weighted=True, by_examples=True)
   return _two_rounds(away, data)
 

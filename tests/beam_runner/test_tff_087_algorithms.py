@@ -1,0 +1,71 @@
+"""TFF 0.87's learning algorithms past FedAvg (Mime Lite, scheduled
+FedAvg, unweighted FedProx, k-means), compiled, saved and run on Beam in
+process: the same rounds as their local run (whose numbers are TFF 0.87's,
+recorded in tests/canonical/learning/test_tff_087_algorithms.py)."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import beam_runner
+import canonical as tff
+from canonical.learning import optimizers
+import tff_087_examples as example
+
+algorithms = tff.learning.algorithms
+
+
+def _points():
+  rng = np.random.default_rng(1)
+  return [tf.data.Dataset.from_tensor_slices(
+      rng.normal(size=(n, 2)).astype(np.float32)) for n in (6, 4)]
+
+
+BUILDERS = {
+    'weighted_mime_lite': lambda: algorithms.build_weighted_mime_lite(
+        example.model_fn, optimizers.build_sgdm(0.1, momentum=0.9)),
+    'unweighted_mime_lite': lambda: algorithms.build_unweighted_mime_lite(
+        example.model_fn, optimizers.build_adam(0.05)),
+    'mime_lite_schedule': lambda: (
+        algorithms.build_mime_lite_with_optimizer_schedule(
+            example.model_fn, lambda r: 0.1 / (1.0 + tf.cast(r, tf.float32)),
+            optimizers.build_sgdm(0.1, momentum=0.9))),
+    'fed_avg_schedule': lambda: (
+        algorithms.build_weighted_fed_avg_with_optimizer_schedule(
+            example.model_fn, lambda r: 0.2 / (1.0 + tf.cast(r, tf.float32)),
+            optimizers.build_sgdm)),
+    'unweighted_fed_prox': lambda: algorithms.build_unweighted_fed_prox(
+        example.model_fn, 0.5, optimizers.build_sgdm(0.1)),
+    'fed_kmeans': lambda: algorithms.build_fed_kmeans(3, (2,),
+                                                      random_seed=(5, 7)),
+}
+
+
+def _flat(metrics, prefix=''):
+  flat = {}
+  for key, value in metrics.items():
+    if isinstance(value, dict):
+      flat.update(_flat(value, f'{prefix}{key}/'))
+    elif not isinstance(value, tuple):
+      flat[f'{prefix}{key}'] = pytest.approx(float(value), rel=1e-5)
+  return flat
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('name', sorted(BUILDERS))
+def test_algorithms_on_beam_match_their_local_rounds(name, tmp_path):
+  process = BUILDERS[name]()
+  data = _points() if name == 'fed_kmeans' else example.client_data()
+  tff.save(tff.compile(process), str(tmp_path / 'form.pb'))
+  result = beam_runner.run(str(tmp_path / 'form.pb'),
+                           {'a': data[0], 'b': data[1]}, rounds=2,
+                           clients_per_round=2,
+                           output_dir=str(tmp_path / 'run'), seed=0)
+  state = process.initialize()
+  for _ in range(2):
+    output = process.next(state, data)
+    state = output.state
+  for beam, local in zip(tf.nest.flatten(result.state),
+                         tf.nest.flatten(state)):
+    np.testing.assert_allclose(beam, local, rtol=1e-5, atol=1e-6)
+  assert result.outcomes[-1]['metrics'] == _flat(output.metrics)
