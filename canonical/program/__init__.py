@@ -6,10 +6,16 @@ s3:// or gs://.
     releases            ReleaseManager, MemoryReleaseManager,
                         LoggingReleaseManager, CSVFileReleaseManager,
                         GroupingReleaseManager, FilteringReleaseManager,
-                        PeriodicReleaseManager, DelayedReleaseManager
-    client data         FederatedDataSource(Iterator), DatasetDataSource
+                        PeriodicReleaseManager, DelayedReleaseManager,
+                        SavedModelFileReleaseManager,
+                        TensorBoardReleaseManager
+    client data         FederatedDataSource(Iterator), DatasetDataSource,
+                        ClientIdDataSource
     value references    MaterializableValueReference, NativeValueReference,
                         materialize_value
+    the platform        FederatedContext, NativeFederatedContext (what a
+                        program's platform lines install),
+                        contains_only_server_placed_data
     from sync code      run_sync
 
 The managers' methods are coroutines, exactly as in TFF 0.87, so program
@@ -18,17 +24,22 @@ Code without an event loop wraps each call in `run_sync(...)` (or
 `asyncio.run(...)`; `run_sync` also works inside a running loop).
 """
 
+from canonical.program.client_id_data_source import ClientIdDataSource
+from canonical.program.client_id_data_source import ClientIdDataSourceIterator
 from canonical.program.data_source import FederatedDataSource
 from canonical.program.data_source import FederatedDataSourceIterator
 from canonical.program.dataset_data_source import DatasetDataSource
 from canonical.program.dataset_data_source import DatasetDataSourceIterator
 from canonical.program.federated_context import check_in_federated_context
+from canonical.program.federated_context import contains_only_server_placed_data
+from canonical.program.federated_context import FederatedContext
 from canonical.program.file_program_state_manager import FileProgramStateManager
 from canonical.program.file_release_manager import CSVFileReleaseManager
 from canonical.program.file_release_manager import CSVKeyFieldnameNotFoundError
 from canonical.program.file_release_manager import CSVSaveMode
 from canonical.program.memory_release_manager import LoggingReleaseManager
 from canonical.program.memory_release_manager import MemoryReleaseManager
+from canonical.program.native_platform import NativeFederatedContext
 from canonical.program.program_state_manager import ProgramStateExistsError
 from canonical.program.program_state_manager import ProgramStateManager
 from canonical.program.program_state_manager import ProgramStateNotFoundError
@@ -42,7 +53,10 @@ from canonical.program.release_manager import PeriodicReleaseManager
 from canonical.program.release_manager import ReleasableStructure
 from canonical.program.release_manager import ReleasableValue
 from canonical.program.release_manager import ReleaseManager
+from canonical.program.saved_model_release_manager import ReleasedValueNotFoundError
+from canonical.program.saved_model_release_manager import SavedModelFileReleaseManager
 from canonical.program.sync import run_sync
+from canonical.program.tensorboard_release_manager import TensorBoardReleaseManager
 from canonical.program.value_reference import materialize_value
 from canonical.program.value_reference import MaterializableStructure
 from canonical.program.value_reference import MaterializableTypeSignature
@@ -54,16 +68,20 @@ from canonical.program.value_reference import NativeValueReference
 
 __all__ = [
     'CSVFileReleaseManager', 'CSVKeyFieldnameNotFoundError', 'CSVSaveMode',
-    'DatasetDataSource', 'DatasetDataSourceIterator', 'DelayedReleaseManager',
+    'ClientIdDataSource', 'ClientIdDataSourceIterator', 'DatasetDataSource',
+    'DatasetDataSourceIterator', 'DelayedReleaseManager', 'FederatedContext',
     'FederatedDataSource', 'FederatedDataSourceIterator',
     'FileProgramStateManager', 'FilteringReleaseManager',
     'GroupingReleaseManager', 'LoggingReleaseManager',
     'MaterializableStructure', 'MaterializableTypeSignature',
     'MaterializableValue', 'MaterializableValueReference',
     'MaterializedStructure', 'MaterializedValue', 'MemoryReleaseManager',
-    'NativeValueReference', 'NotFilterableError', 'PeriodicReleaseManager',
-    'ProgramStateExistsError', 'ProgramStateManager',
-    'ProgramStateNotFoundError', 'ProgramStateStructure', 'ProgramStateValue',
-    'ReleasableStructure', 'ReleasableValue', 'ReleaseManager',
-    'check_in_federated_context', 'materialize_value', 'run_sync',
+    'NativeFederatedContext', 'NativeValueReference', 'NotFilterableError',
+    'PeriodicReleaseManager', 'ProgramStateExistsError',
+    'ProgramStateManager', 'ProgramStateNotFoundError',
+    'ProgramStateStructure', 'ProgramStateValue', 'ReleasableStructure',
+    'ReleasableValue', 'ReleaseManager', 'ReleasedValueNotFoundError',
+    'SavedModelFileReleaseManager', 'TensorBoardReleaseManager',
+    'check_in_federated_context', 'contains_only_server_placed_data',
+    'materialize_value', 'run_sync',
 ]

@@ -63,7 +63,9 @@ def _federated_type(element_spec):
   return types.FederatedType(types.SequenceType(element_spec), types.CLIENTS)
 
 
-def _check_seed(seed, where):
+def check_seed(seed, where):
+  """`seed` as an int (a random one for None); InvalidValueError unless a
+  non-negative int."""
   if seed is None:
     return secrets.randbits(63)
   if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or \
@@ -81,7 +83,7 @@ class DatasetDataSourceIterator(data_source.FederatedDataSourceIterator):
     where = 'DatasetDataSourceIterator'
     self._datasets = _check_datasets(datasets, where)
     self._federated_type = federated_type
-    self._seed = _check_seed(seed, where)
+    self._seed = check_seed(seed, where)
     self._position = file_program_state_manager.check_int(
         position, where, 'position')
 
@@ -201,7 +203,7 @@ class DatasetDataSource(data_source.FederatedDataSource):
 
   def __init__(self, datasets, *, seed=None):
     self._datasets = _check_datasets(datasets, 'DatasetDataSource')
-    self._seed = _check_seed(seed, 'DatasetDataSource')
+    self._seed = check_seed(seed, 'DatasetDataSource')
     self._federated_type = _federated_type(self._datasets[0].element_spec)
 
   @property

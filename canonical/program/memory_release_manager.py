@@ -38,7 +38,7 @@ class LoggingReleaseManager(release_manager.ReleaseManager):
   """Writes each released value (references materialized), and its key if
   not None, to the 'canonical.program' logger at INFO."""
 
-  async def release(self, value, key=None) -> None:
+  async def release(self, value, key) -> None:
     value = await value_reference.materialize_value(value)
     _log.info('Releasing')
     _log.info('  value: %s', value)

@@ -1,9 +1,10 @@
 """References to values not yet at hand (TFF's `MaterializableValueReference`),
 and `materialize_value`, which every manager applies before it keeps a value.
 
-A computation run here returns its values, not references; these exist so
-that program logic written against TFF's interfaces (a platform returning
-`NativeValueReference`s, a test's own reference class) runs unchanged.
+A computation called from Python returns its values; under a
+`NativeFederatedContext` (a program's platform lines), references resolved
+over them, as TFF returns references. Program logic written against TFF's
+interfaces (awaiting `materialize_value`) runs unchanged on either.
 """
 
 import abc
@@ -12,6 +13,7 @@ from typing import Union
 
 import numpy as np
 
+from canonical import errors
 from canonical.program import structure
 
 # TFF's names for values and structures of them, for annotations.
@@ -37,17 +39,42 @@ class MaterializableValueReference(abc.ABC):
 
 class NativeValueReference(MaterializableValueReference):
   """A reference whose value is what an asyncio task (or any awaitable)
-  returns; awaited once, however often `get_value` is called."""
+  returns; awaited once, however often `get_value` is called. `resolved`
+  makes one over a value at hand (what `NativeFederatedContext` returns)."""
 
   def __init__(self, task, type_signature):
     self._task = task
     self._type_signature = type_signature
+    self._resolved = False
+    self._value = None
+
+  @classmethod
+  def resolved(cls, value, type_signature) -> 'NativeValueReference':
+    """A reference to `value`, which `get_value` returns at once."""
+    reference = cls(None, type_signature)
+    reference._resolved, reference._value = True, value
+    return reference
+
+  @property
+  def is_resolved(self) -> bool:
+    """Whether the value is at hand (`value()` returns it without waiting)."""
+    return self._resolved
+
+  def value(self):
+    """The value of a resolved reference."""
+    if not self._resolved:
+      raise errors.InvalidValueError(
+          'NativeValueReference.value: this reference waits on a task; '
+          'await get_value() instead.')
+    return self._value
 
   @property
   def type_signature(self):
     return self._type_signature
 
   async def get_value(self):
+    if self._resolved:
+      return self._value
     if not isinstance(self._task, asyncio.Future):
       self._task = asyncio.ensure_future(self._task)
     return await self._task
@@ -55,6 +82,8 @@ class NativeValueReference(MaterializableValueReference):
   def __eq__(self, other):
     if not isinstance(other, NativeValueReference):
       return NotImplemented
+    if self._resolved or other._resolved:
+      return self is other
     return (self._type_signature, self._task) == (other._type_signature,
                                                   other._task)
 

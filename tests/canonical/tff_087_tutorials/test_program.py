@@ -7,16 +7,14 @@ managers and a `FileProgramStateManager`. Written as a TFF user writes it
 (the logic async, as TFF's example is), with only the import line changed;
 the released values are the ones TFF 0.87 releases for the same program.
 
-What cannot run here, each shown by a test:
+The program's platform lines run as written (`tff.backends.native.
+create_async_local_cpp_execution_context()`, `tff.program.
+NativeFederatedContext(context)`, `tff.framework.set_default_context`): once
+they have run, a computation called from Python returns value references, as
+in TFF, which the logic awaits with `tff.program.materialize_value`.
 
-* The program's platform lines, `tff.backends.native.
-  create_async_local_cpp_execution_context()`, `tff.program.
-  NativeFederatedContext(context)` and `tff.framework.set_default_context`:
-  there is no TFF native runtime here. A computation called from Python runs
-  by the reference executor `import canonical` installs, and returns values,
-  not value references; program logic written for references (it awaits
-  `tff.program.materialize_value`) runs unchanged on values. Refused by name
-  (AttributeError).
+What cannot run here, shown by a test:
+
 * The logic's type checks (`_check_expected_type_signatures`, as in TFF's
   example) fail on gaps in `canonical/core/types.py`: `tff.StructType` is a
   function, so `isinstance(t, tff.StructType)` raises TypeError; a
@@ -271,6 +269,12 @@ def _filter_metrics(path) -> bool:
 def run_program(output_dir, total_rounds, managers):
   """Runs the program logic as TFF's example program does; `managers` are
   the MemoryReleaseManagers a test reads, behind the program's filters."""
+  # Configure the platform: a context in which to execute the program
+  # logic.
+  context = tff.backends.native.create_async_local_cpp_execution_context()
+  context = tff.program.NativeFederatedContext(context)
+  tff.framework.set_default_context(context)
+
   # Create data sources that are compatible with the context and
   # computations.
   datasets = [tf.data.Dataset.range(10, output_type=tf.int32)] * 3
@@ -316,6 +320,14 @@ def run_program(output_dir, total_rounds, managers):
 def _memory_managers():
   return {name: tff.program.MemoryReleaseManager()
           for name in ('train', 'evaluation', 'model_output')}
+
+
+@pytest.fixture(autouse=True)
+def restores_the_context():
+  # The program's platform lines install a context for the whole process.
+  previous = tff.framework.get_context_stack().current
+  yield
+  tff.framework.set_default_context(previous)
 
 
 @pytest.fixture
@@ -375,13 +387,31 @@ def test_a_restarted_program_resumes_after_its_last_saved_round(tmp_path):
   assert program_state.state == 450 and program_state.round_num == 10
 
 
-def test_the_native_platform_lines_are_refused_by_name():
-  with pytest.raises(AttributeError, match='native'):
-    tff.backends.native.create_async_local_cpp_execution_context()
-  with pytest.raises(AttributeError, match='NativeFederatedContext'):
-    getattr(tff.program, 'NativeFederatedContext')
-  with pytest.raises(AttributeError, match='framework'):
-    getattr(tff, 'framework')
+def test_under_the_platform_lines_computations_return_value_references():
+  context = tff.backends.native.create_async_local_cpp_execution_context()
+  tff.framework.set_default_context(tff.program.NativeFederatedContext(context))
+  tff.program.check_in_federated_context()
+
+  state = initialize()
+  assert isinstance(state, tff.program.NativeValueReference)
+  data = tff.program.DatasetDataSource(
+      [tf.data.Dataset.range(10, output_type=tf.int32)] * 2).iterator()
+  state, metrics = train(state, data.select(2))  # A reference goes back in.
+  assert isinstance(metrics['total_sum'], tff.program.MaterializableValueReference)
+  assert asyncio.run(tff.program.materialize_value((state, metrics))) == (
+      90, collections.OrderedDict(total_sum=90))
+  assert state.type_signature == tff.TensorType(np.int32)
+
+
+def test_a_computation_returning_client_values_is_refused_by_the_context():
+  @tff.federated_computation(tff.FederatedType(np.int32, tff.SERVER))
+  def to_clients(value):
+    return tff.federated_broadcast(value)
+
+  context = tff.backends.native.create_async_local_cpp_execution_context()
+  tff.framework.set_default_context(tff.program.NativeFederatedContext(context))
+  with pytest.raises(ValueError, match='int32@CLIENTS'):
+    to_clients(1)
 
 
 def test_computations_are_tff_computations():
