@@ -1,9 +1,8 @@
 """Evaluation of weights on a dataset, as metric sums that add across clients."""
 
-import collections
-
 import tensorflow as tf
 
+from canonical.learning.metrics import finalizing
 from canonical.learning.model import ModelWeights
 from canonical.learning.model import without_empty_batches
 
@@ -30,10 +29,7 @@ def evaluate(functional_model, weights, dataset, count_batches=False):
 
 def reported_metrics(functional_model, sums):
   """TFF's metrics of a round from summed ones (with 'num_batches'): the
-  model's metrics and loss as means over examples, then the counts."""
-  means = functional_model.mean_metrics(sums)
-  names = [m.name for m in functional_model.metrics] + ['loss']
-  return collections.OrderedDict(
-      [(name, means[name]) for name in names] +
-      [('num_examples', tf.cast(sums['num_examples'], tf.int64)),
-       ('num_batches', tf.cast(sums['num_batches'], tf.int64))])
+  model's unfinalized metrics, finalized (a Keras model's: its metrics and
+  loss as means over examples, then the counts)."""
+  return finalizing.finalize(functional_model.metric_finalizers(),
+                             functional_model.unfinalized_metrics(sums))

@@ -7,7 +7,7 @@ import tensorflow as tf
 
 from canonical import errors
 from canonical.learning import losses
-from canonical.learning import model as model_lib
+from canonical.learning import keras_functional
 
 
 def from_keras_model(keras_model, loss, input_spec, loss_weights=None,
@@ -42,14 +42,14 @@ def from_keras_model(keras_model, loss, input_spec, loss_weights=None,
     raise errors.InvalidValueError(
         'from_keras_model: input_spec must be a dict with x and '
         f'y, or an (x, y) pair, got {input_spec!r}.')
-  model = model_lib.FunctionalModel(
+  model = keras_functional.KerasFunctionalModel(
       keras_model, losses.from_keras_loss(loss),
       [losses.from_keras_metric(m) for m in metrics or ()],
       batch_spec=tf.nest.map_structure(
           lambda s: tf.TensorSpec(s.shape, s.dtype), input_spec))
   if not tf.TensorShape(x_spec.shape).is_compatible_with(
-      model.input_spec.shape):
+      model.x_spec.shape):
     raise errors.InvalidValueError(
         f'from_keras_model: input_spec x is {x_spec}, but the '
-        f'model takes {model.input_spec}.')
+        f'model takes {model.x_spec}.')
   return model

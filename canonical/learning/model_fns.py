@@ -3,6 +3,7 @@
 import keras
 
 from canonical import errors
+from canonical.learning import keras_functional
 from canonical.learning import keras_optimizers
 from canonical.learning import model as model_lib
 from canonical.learning import models
@@ -36,7 +37,7 @@ def functional_model_of(model_fn, who):
         'functional_model_from_keras(...), which take the weights in and '
         'out as tensors.')
   if isinstance(model, keras.Model):
-    return model_lib.FunctionalModel(model)
+    return keras_functional.KerasFunctionalModel(model)
   raise errors.InvalidTypeError(
       f'{who}: model_fn returned {type(model).__name__}; it must return a '
       'canonical.learning.FunctionalModel (e.g. FunctionalModel.from_keras('

@@ -10,11 +10,15 @@ from canonical.learning.keras_model import from_keras_model
 from canonical.learning.model import BatchOutput
 from canonical.learning.model import FunctionalModel
 from canonical.learning.model import ModelWeights
+from canonical.learning.model_weights import weights_type_from_model
+from canonical.learning.reconstruction_model import ReconstructionDatasetSplitFn
+from canonical.learning.reconstruction_model import ReconstructionModel
 
 __all__ = [
-    'BatchOutput', 'FunctionalModel', 'ModelWeights', 'VariableModel',
+    'BatchOutput', 'FunctionalModel', 'ModelWeights',
+    'ReconstructionDatasetSplitFn', 'ReconstructionModel', 'VariableModel',
     'cnn_28x28', 'from_keras_model', 'functional_model_from_keras',
-    'small_8x8',
+    'small_8x8', 'weights_type_from_model',
 ]
 
 

@@ -43,7 +43,7 @@ def build_fed_eval(model_fn, model_distributor=None, metrics_aggregator=None,
 
   client_eval = tf_computation(evaluate, data_spec, weights_spec)
   sums_spec = specs.plain(client_eval.result_spec)
-  initial_weights = model.initial_weights()
+  initial_weights = model.initial_model_weights
 
   def initial_state():
     return templates.LearningAlgorithmState(

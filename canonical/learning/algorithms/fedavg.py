@@ -117,7 +117,7 @@ def build_federated_averaging_process(
         'state; only the aggregation process may.')
   error_feedback = aggregation_process.has_client_state
 
-  initial_weights = model.initial_weights()
+  initial_weights = model.initial_model_weights
 
   def initial_server_state():
     weights = tf.nest.map_structure(tf.constant, initial_weights)

@@ -721,7 +721,7 @@ def _fedavg_process(model):
   from canonical import learning  # pylint: disable=g-import-not-at-top
   weights_spec = model.weights_spec
   data_spec = tf.data.DatasetSpec(model.batch_spec)
-  initial = model.initial_weights()
+  initial = model.initial_model_weights
 
   @cf.tf_computation
   def initialize():

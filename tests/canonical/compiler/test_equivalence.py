@@ -393,7 +393,7 @@ def test_federated_averaging_small_model():
   model = learning.FunctionalModel.from_keras(learning.models.small_8x8)
   weights_spec = model.weights_spec
   data_spec = tf.data.DatasetSpec(model.batch_spec)
-  initial = model.initial_weights()
+  initial = model.initial_model_weights
   client_optimizer = learning.sgd(0.1)
 
   @cf.tf_computation

@@ -420,7 +420,7 @@ def test_tff_style_model_fn_and_keras_model_fn(model):
       broadcast_process=framework.build_encoded_broadcast_process_from_model(
           model_fn, _broadcast_encoder))
   state = process.initialize.invoke()
-  _assert_close(state.model, model.initial_weights())
+  _assert_close(state.model, model.initial_model_weights)
   keras_process = algorithms.build_federated_averaging_process(
       models.small_8x8, lambda: learning.sgd(0.1))
   assert ft.same_member(keras_process.state_spec.model,

@@ -124,28 +124,28 @@ def test_small_8x8_is_small():
 def test_initial_weights_are_a_function_of_the_seed(mlp):
   python_state, numpy_state = random.getstate(), np.random.get_state()
   again = learning.FunctionalModel.from_keras(_tiny_mlp, seed=1)
-  other = mlp.initial_weights(seed=2)
+  other = mlp.initial_weights_for_seed(2)
   assert random.getstate() == python_state
   assert np.array_equal(np.random.get_state()[1], numpy_state[1])
-  for a, b in zip(mlp.initial_weights().trainable,
-                  again.initial_weights().trainable):
+  for a, b in zip(mlp.initial_model_weights.trainable,
+                  again.initial_model_weights.trainable):
     np.testing.assert_array_equal(a, b)
-  for a, b in zip(mlp.initial_weights(seed=1).trainable,
-                  mlp.initial_weights(seed=2).trainable):
+  for a, b in zip(mlp.initial_weights_for_seed(1).trainable,
+                  mlp.initial_weights_for_seed(2).trainable):
     assert a.shape == b.shape
-  assert not np.array_equal(mlp.initial_weights().trainable[0],
+  assert not np.array_equal(mlp.initial_model_weights.trainable[0],
                             other.trainable[0])
   np.testing.assert_array_equal(other.trainable[0],
-                                mlp.initial_weights(seed=2).trainable[0])
+                                mlp.initial_weights_for_seed(2).trainable[0])
 
 
 def test_initial_weights_are_copies(mlp):
-  mlp.initial_weights().trainable[0][...] = 7.0
-  assert not np.all(mlp.initial_weights().trainable[0] == 7.0)
+  mlp.initial_model_weights.trainable[0][...] = 7.0
+  assert not np.all(mlp.initial_model_weights.trainable[0] == 7.0)
 
 
 def test_weights_spec_matches_the_initial_weights(mlp):
-  spec, weights = mlp.weights_spec, mlp.initial_weights()
+  spec, weights = mlp.weights_spec, mlp.initial_model_weights
   assert [s.shape for s in spec.trainable] == [(4, 8), (8,), (8, 2), (2,)]
   for leaf_spec, value in zip(tf.nest.flatten(spec), tf.nest.flatten(weights)):
     assert leaf_spec.is_compatible_with(tf.constant(value))
@@ -156,7 +156,7 @@ def test_weights_spec_matches_the_initial_weights(mlp):
 def test_forward_matches_the_keras_model(digits_model):
   x, _ = _quadrant_digits(5, seed=0)
   logits, non_trainable = digits_model.forward(
-      digits_model.initial_weights(), x, training=False)
+      digits_model.initial_model_weights, x, training=False)
   expected = digits_model.keras_model(x, training=False)
   np.testing.assert_allclose(logits, expected, rtol=1e-5, atol=1e-6)
   assert non_trainable == ()
@@ -165,13 +165,13 @@ def test_forward_matches_the_keras_model(digits_model):
 def test_forward_traces_without_variables(digits_model):
   forward = tf.function(
       lambda weights, x: digits_model.forward(weights, x, training=True),
-      input_signature=[digits_model.weights_spec, digits_model.input_spec])
+      input_signature=[digits_model.weights_spec, digits_model.x_spec])
   _assert_pure(forward.get_concrete_function())
 
 
 def test_loss_and_metrics_of_a_batch(mlp):
   x, y = _separable(16, seed=3)
-  weights = mlp.initial_weights()
+  weights = mlp.initial_model_weights
   output = mlp.loss_and_metrics(weights, (x, y))
   as_dict = mlp.loss_and_metrics(weights, {'x': x, 'y': y[:, None]})
   logits, _ = mlp.forward(weights, x)
@@ -188,7 +188,7 @@ def test_loss_and_metrics_of_a_batch(mlp):
 
 def test_empty_batch_has_zero_loss(mlp):
   x, y = np.zeros((0, 4), np.float32), np.zeros((0,), np.int32)
-  output = mlp.loss_and_metrics(mlp.initial_weights(), (x, y))
+  output = mlp.loss_and_metrics(mlp.initial_model_weights, (x, y))
   assert output.loss == 0.0
   assert output.metrics['num_examples'] == 0.0
 
@@ -196,7 +196,7 @@ def test_empty_batch_has_zero_loss(mlp):
 def test_regularization_counts_in_the_loss_not_in_loss_sum():
   model = learning.FunctionalModel.from_keras(_mlp_with_dropout_and_batch_norm)
   x, y = _separable(8, seed=0)
-  weights = model.initial_weights()
+  weights = model.initial_model_weights
   output = model.loss_and_metrics(weights, (x, y), training=False)
   kernel = weights.trainable[0]
   l2 = 0.01 * np.sum(np.square(kernel))
@@ -213,7 +213,7 @@ def test_mean_metrics(mlp):
 
 def test_bad_inputs_get_clear_errors(mlp):
   with pytest.raises(TypeError, match='batch must be'):
-    mlp.loss_and_metrics(mlp.initial_weights(), np.zeros((2, 4), np.float32))
+    mlp.loss_and_metrics(mlp.initial_model_weights, np.zeros((2, 4), np.float32))
   with pytest.raises(ValueError, match='Unknown loss'):
     learning.FunctionalModel.from_keras(_tiny_mlp, loss='hinge')
   with pytest.raises(ValueError, match='class labels'):
@@ -222,7 +222,7 @@ def test_bad_inputs_get_clear_errors(mlp):
     learning.FunctionalModel.from_keras(
         lambda: keras.Sequential([keras.layers.Dense(2)]))
   with pytest.raises(ValueError, match='positive Python int'):
-    learning.client_update(mlp, learning.sgd(0.1), mlp.initial_weights(),
+    learning.client_update(mlp, learning.sgd(0.1), mlp.initial_model_weights,
                            _batches(*_separable(4, 0), 2), epochs=0)
 
 
@@ -231,8 +231,8 @@ def test_mean_squared_error_regression():
       _tiny_mlp, loss='mean_squared_error', metrics=())
   x = np.ones((3, 4), np.float32)
   target = np.zeros((3, 2), np.float32)
-  output = model.loss_and_metrics(model.initial_weights(), (x, target))
-  logits, _ = model.forward(model.initial_weights(), x)
+  output = model.loss_and_metrics(model.initial_model_weights, (x, target))
+  logits, _ = model.forward(model.initial_model_weights, x)
   np.testing.assert_allclose(output.loss, np.mean(np.square(logits)),
                              rtol=1e-5)
   assert set(output.metrics) == {'loss_sum', 'num_examples'}
@@ -334,7 +334,7 @@ def test_client_update_traces_to_a_pure_graph_with_the_dataset_as_argument(
   assert 'ReduceDataset' in _op_types(concrete)
   assert any(t.dtype == tf.variant for t in concrete.inputs)
   # The dataset is an argument: different data, different update.
-  weights = digits_model.initial_weights()
+  weights = digits_model.initial_model_weights
   first = work(weights, _batches(*_quadrant_digits(8, seed=0), 4))
   second = work(weights, _batches(*_quadrant_digits(12, seed=1), 4))
   assert first.num_examples == 8.0 and second.num_examples == 12.0
@@ -347,14 +347,14 @@ def test_dropout_and_batch_norm_stay_pure():
   concrete = work.get_concrete_function()
   _assert_pure(concrete)
   assert 'StatelessRandomUniformV2' in _op_types(concrete)
-  output = work(model.initial_weights(), _batches(*_separable(8, seed=0), 4))
+  output = work(model.initial_model_weights, _batches(*_separable(8, seed=0), 4))
   assert all(np.all(np.isfinite(d)) for d in output.weights_delta)
 
 
 def test_client_update_reduces_the_loss(mlp):
   x, y = _separable(64, seed=0)
   data = _batches(x, y, 8)
-  weights = mlp.initial_weights()
+  weights = mlp.initial_model_weights
   before = mlp.mean_metrics(learning.evaluate(mlp, weights, data))
   output = _traced_client_update(mlp, learning.sgd(0.2), epochs=5)(
       weights, data)
@@ -369,7 +369,7 @@ def test_client_update_reduces_the_loss(mlp):
 
 def test_client_update_learns_the_digits_model(digits_model):
   data = _batches(*_quadrant_digits(64, seed=0), 16)
-  weights = digits_model.initial_weights()
+  weights = digits_model.initial_model_weights
   output = learning.client_update(digits_model, learning.adam(0.01), weights,
                                   data, epochs=4)
   # Metrics are summed as the model trains: the last epoch's loss is lower.
@@ -388,7 +388,7 @@ def test_client_update_learns_the_digits_model(digits_model):
 
 def test_client_update_is_deterministic(digits_model):
   data = _batches(*_quadrant_digits(24, seed=2), 8)
-  weights = digits_model.initial_weights()
+  weights = digits_model.initial_model_weights
   runs = [_traced_client_update(digits_model, learning.adam(0.01))]
   runs.append(runs[0])  # the same trace, called again
   runs.append(_traced_client_update(digits_model, learning.adam(0.01)))
@@ -401,7 +401,7 @@ def test_client_update_is_deterministic(digits_model):
 
 def test_client_output_structure(mlp):
   output = _traced_client_update(mlp, learning.sgd(0.1), epochs=3)(
-      mlp.initial_weights(), _batches(*_separable(10, seed=0), 4))
+      mlp.initial_model_weights, _batches(*_separable(10, seed=0), 4))
   tf.nest.assert_same_structure(output.weights_delta, mlp.weights_spec.trainable)
   for delta, spec in zip(output.weights_delta, mlp.weights_spec.trainable):
     assert delta.shape == spec.shape and delta.dtype == spec.dtype
@@ -415,8 +415,8 @@ def test_client_output_structure(mlp):
 def test_client_update_starts_its_optimizer_fresh(mlp):
   work = _traced_client_update(mlp, learning.adam(0.05))
   data = _batches(*_separable(8, seed=0), 8)
-  a = work(mlp.initial_weights(), data)
-  b = work(mlp.initial_weights(), data)
+  a = work(mlp.initial_model_weights, data)
+  b = work(mlp.initial_model_weights, data)
   for x, y in zip(a.weights_delta, b.weights_delta):
     np.testing.assert_array_equal(x, y)
   # One Adam step from fresh moments moves each weight by about the rate.
@@ -427,7 +427,7 @@ def test_client_update_starts_its_optimizer_fresh(mlp):
 def test_client_with_no_data_sends_nothing(mlp):
   empty = _batches(*_separable(8, seed=0), 4).take(0)
   output = _traced_client_update(mlp, learning.sgd(0.1))(
-      mlp.initial_weights(), empty)
+      mlp.initial_model_weights, empty)
   assert output.num_examples == 0.0
   assert all(np.all(d == 0) for d in output.weights_delta)
   assert output.metrics['non_finite_updates'] == 0.0
@@ -442,8 +442,8 @@ def test_an_empty_batch_is_no_step(mlp):
   empty = tf.data.Dataset.from_tensors((x[:0], y[:0]))
   with_empty = full.take(1).concatenate(empty).concatenate(full.skip(1))
   work = _traced_client_update(mlp, learning.sgd(0.1, momentum=0.9))
-  a = work(mlp.initial_weights(), full)
-  b = work(mlp.initial_weights(), with_empty)
+  a = work(mlp.initial_model_weights, full)
+  b = work(mlp.initial_model_weights, with_empty)
   for x_delta, y_delta in zip(a.weights_delta, b.weights_delta):
     np.testing.assert_array_equal(x_delta, y_delta)
   assert b.num_examples == 8.0
@@ -453,7 +453,7 @@ def test_client_with_non_finite_update_is_dropped(mlp):
   x, y = _separable(8, seed=0)
   x[3, 1] = np.nan
   output = learning.client_update(mlp, learning.sgd(0.1),
-                                  mlp.initial_weights(), _batches(x, y, 4))
+                                  mlp.initial_model_weights, _batches(x, y, 4))
   assert output.num_examples == 0.0
   assert all(np.all(d == 0) for d in output.weights_delta)
   assert output.metrics['non_finite_updates'] == 1.0
@@ -462,9 +462,9 @@ def test_client_with_non_finite_update_is_dropped(mlp):
 def test_dict_batches(mlp):
   x, y = _separable(8, seed=0)
   as_pairs = learning.client_update(mlp, learning.sgd(0.1),
-                                    mlp.initial_weights(), _batches(x, y, 4))
+                                    mlp.initial_model_weights, _batches(x, y, 4))
   as_dicts = learning.client_update(
-      mlp, learning.sgd(0.1), mlp.initial_weights(),
+      mlp, learning.sgd(0.1), mlp.initial_model_weights,
       tf.data.Dataset.from_tensor_slices({'x': x, 'y': y}).batch(4))
   for a, b in zip(tf.nest.flatten(as_pairs), tf.nest.flatten(as_dicts)):
     np.testing.assert_array_equal(a, b)
@@ -477,7 +477,7 @@ def test_cnn_28x28_client_update_runs():
   y = rng.integers(0, 10, 4).astype(np.int32)
   work = _traced_client_update(model, learning.sgd(0.01))
   _assert_pure(work.get_concrete_function())
-  output = work(model.initial_weights(), _batches(x, y, 2))
+  output = work(model.initial_model_weights, _batches(x, y, 2))
   assert output.num_examples == 4.0
   assert [d.shape for d in output.weights_delta] == [
       s.shape for s in model.weights_spec.trainable]
@@ -496,7 +496,7 @@ def test_client_update_runs_from_a_reimported_graph_def(mlp):
   loaded = wrapped.prune(
       feeds=[wrapped.graph.get_tensor_by_name(n) for n in input_names],
       fetches=[wrapped.graph.get_tensor_by_name(n) for n in output_names])
-  weights = mlp.initial_weights()
+  weights = mlp.initial_model_weights
   data = _batches(*_separable(12, seed=4), 4)
   outputs = loaded(*map(tf.constant, tf.nest.flatten(weights)),
                    tf.data.experimental.to_variant(data))
@@ -512,7 +512,7 @@ def test_client_update_runs_from_a_reimported_graph_def(mlp):
 
 
 def test_server_sgd_at_rate_one_adds_the_mean_delta(mlp):
-  weights = mlp.initial_weights()
+  weights = mlp.initial_model_weights
   rng = np.random.default_rng(0)
   mean_delta = tuple(rng.normal(size=w.shape).astype(np.float32)
                      for w in weights.trainable)
@@ -526,7 +526,7 @@ def test_server_sgd_at_rate_one_adds_the_mean_delta(mlp):
 
 
 def test_server_adam_keeps_its_state(mlp):
-  weights = mlp.initial_weights()
+  weights = mlp.initial_model_weights
   mean_delta = tuple(np.ones_like(w) for w in weights.trainable)
   optimizer = learning.adam(0.1)
   state = optimizer.init(weights.trainable)
@@ -535,12 +535,12 @@ def test_server_adam_keeps_its_state(mlp):
                                             mean_delta)
   assert state['step'] == 2
   # A constant positive delta is followed, at about the learning rate a step.
-  moved = weights.trainable[0] - mlp.initial_weights().trainable[0]
+  moved = weights.trainable[0] - mlp.initial_model_weights.trainable[0]
   np.testing.assert_allclose(moved, 0.2, rtol=1e-3)
 
 
 def test_server_update_refuses_a_mismatched_delta(mlp):
-  weights = mlp.initial_weights()
+  weights = mlp.initial_model_weights
   optimizer = learning.sgd(1.0)
   with pytest.raises(ValueError, match='trainable weights'):
     learning.server_update(optimizer, {}, weights, weights.trainable[:2])
@@ -548,7 +548,7 @@ def test_server_update_refuses_a_mismatched_delta(mlp):
 
 def test_evaluate_sums_match_the_keras_model(digits_model):
   x, y = _quadrant_digits(20, seed=5)
-  sums = learning.evaluate(digits_model, digits_model.initial_weights(),
+  sums = learning.evaluate(digits_model, digits_model.initial_model_weights,
                            _batches(x, y, 6))
   logits = digits_model.keras_model(x, training=False)
   losses = keras.losses.sparse_categorical_crossentropy(y, logits,
@@ -567,7 +567,7 @@ def test_evaluate_skips_zero_size_batches():
   y = rng.integers(0, 10, 4).astype(np.int32)
   full = _batches(x, y, 2)
   empty = tf.data.Dataset.from_tensors((x[:0], y[:0]))
-  weights = model.initial_weights()
+  weights = model.initial_model_weights
   expected = learning.evaluate(model, weights, full)
   got = learning.evaluate(
       model, weights, full.take(1).concatenate(empty).concatenate(
@@ -583,7 +583,7 @@ def test_rounds_of_federated_averaging_reduce_the_loss(mlp):
   test_data = _batches(*_separable(64, seed=99), 16)
   work = _traced_client_update(mlp, learning.sgd(0.1))
   server_optimizer = learning.sgd(1.0, momentum=0.5)
-  weights = mlp.initial_weights()
+  weights = mlp.initial_model_weights
   state = server_optimizer.init(weights.trainable)
   start = mlp.mean_metrics(learning.evaluate(mlp, weights, test_data))
   for _ in range(5):

@@ -402,7 +402,7 @@ def test_fedavg_takes_a_users_own_optimizer():
   # where the clients' deltas cancel.
   moved = np.concatenate([np.abs(new - old).ravel() for new, old in zip(
       tf.nest.flatten(state.model.trainable),
-      tf.nest.flatten(model.initial_weights().trainable))])
+      tf.nest.flatten(model.initial_model_weights.trainable))])
   np.testing.assert_allclose(moved[moved > 0], 0.01, rtol=1e-4)
   assert np.mean(moved > 0) > 0.5
 

@@ -35,7 +35,7 @@ MODEL = model_fn()
 
 @tff.tensorflow.computation
 def initial_model_weights_fn():
-  return tff.learning.models.ModelWeights(*MODEL.initial_weights())
+  return tff.learning.models.ModelWeights(*MODEL.initial_model_weights)
 
 
 WEIGHTS_TYPE = initial_model_weights_fn.type_signature.result
@@ -195,7 +195,7 @@ def build_gradient_clipping_client_work(model, optimizer):
   data_type = tff.SequenceType(tff.types.tensorflow_to_type(model.batch_spec))
   model_weights_type = tff.types.to_type(tf.nest.map_structure(
       lambda arr: tff.types.TensorType(shape=arr.shape, dtype=arr.dtype),
-      tff.learning.models.ModelWeights(*model.initial_weights())))
+      tff.learning.models.ModelWeights(*model.initial_model_weights)))
 
   @tff.federated_computation
   def initialize_fn():
@@ -260,7 +260,7 @@ def test_a_custom_client_work_takes_tffs_clipped_steps_and_trains():
       distributor=(), client_work=(),
       aggregator=collections.OrderedDict(mean_value=(), mean_weight=()),
       finalizer=collections.OrderedDict(update_non_finite=0))
-  initial = _mean_loss(model, model.initial_weights(), data)
+  initial = _mean_loss(model, model.initial_model_weights, data)
   trained = _mean_loss(
       model, process.get_model_weights(outputs[-1].state), data)
   assert trained < 0.8 * initial

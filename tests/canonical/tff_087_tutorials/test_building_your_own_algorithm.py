@@ -84,7 +84,7 @@ client_optimizer = tff.learning.optimizers.build_sgdm(learning_rate=0.5)
 @tf.function
 def client_update(model, dataset, server_weights, client_optimizer):
   """Trains from the server's weights over the client's batches."""
-  non_trainable = tuple(model.initial_weights().non_trainable)
+  non_trainable = tuple(model.initial_weights.non_trainable)
   optimizer_state = client_optimizer.initialize(
       tf.nest.map_structure(tf.TensorSpec.from_tensor, server_weights))
 
@@ -113,7 +113,7 @@ def server_update(model, mean_client_weights):
 
 @tff.tensorflow.computation
 def server_init():
-  return tuple(model.initial_weights().trainable)
+  return tuple(model.initial_weights.trainable)
 
 
 @tff.federated_computation
