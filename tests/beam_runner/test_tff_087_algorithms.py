@@ -1,5 +1,5 @@
 """TFF 0.87's learning algorithms past FedAvg (Mime Lite, scheduled
-FedAvg, unweighted FedProx, k-means), compiled, saved and run on Beam in
+FedAvg, unweighted FedProx, k-means; FedAvg with Adafactor), compiled, saved and run on Beam in
 process: the same rounds as their local run (whose numbers are TFF 0.87's,
 recorded in tests/canonical/learning/test_tff_087_algorithms.py)."""
 
@@ -38,6 +38,9 @@ BUILDERS = {
         example.model_fn, 0.5, optimizers.build_sgdm(0.1)),
     'fed_kmeans': lambda: algorithms.build_fed_kmeans(3, (2,),
                                                       random_seed=(5, 7)),
+    'fed_avg_adafactor': lambda: algorithms.build_weighted_fed_avg(
+        example.model_fn, optimizers.build_adafactor(0.1),
+        server_optimizer_fn=optimizers.build_adafactor(0.1)),
 }
 
 

@@ -99,7 +99,6 @@ NOT_YET = {
     'tff.learning.models.save': 'tff.learning.models.save is missing',
     'tff.learning.models.save_functional_model': 'tff.learning.models.save_functional_model is missing',
     'tff.learning.models.weights_type_from_model': 'tff.learning.models.weights_type_from_model is missing',
-    'tff.learning.optimizers.build_adafactor': 'tff.learning.optimizers.build_adafactor is missing',
     'tff.learning.programs': 'tff.learning.programs is missing',
     'tff.learning.programs.EvaluationManager': 'tff.learning.programs is missing',
     'tff.learning.programs.ProgramState': 'tff.learning.programs is missing',

@@ -11,6 +11,7 @@ to live inside `Dataset.reduce`).
 |---|---|---|
 | `base` | `Optimizer` and its checks | - |
 | `sgdm` | `build_sgdm` | `sgd` (and Nesterov) |
+| `adafactor` | `build_adafactor` | - |
 | `moments` | `build_adam`, `build_adamw`, `build_yogi` | `adam` |
 | `squares` | `build_adagrad`, `build_rmsprop` | `adagrad`, `rmsprop` |
 | `scheduling` | `schedule_learning_rate` | - |
@@ -20,6 +21,7 @@ the hyperparameters live (TFF's: in the state, for `get_hparams` /
 `set_hparams`; ours: constants of the graph) and in their state's keys.
 """
 
+from canonical.learning.optimizers.adafactor import build_adafactor
 from canonical.learning.optimizers.base import check_weights_gradients_match
 from canonical.learning.optimizers.base import handle_indexed_slices_gradients
 from canonical.learning.optimizers.base import LEARNING_RATE_KEY
@@ -37,7 +39,8 @@ from canonical.learning.optimizers.squares import build_rmsprop
 from canonical.learning.optimizers.squares import rmsprop
 
 __all__ = [
-    'LEARNING_RATE_KEY', 'Optimizer', 'adagrad', 'adam', 'build_adagrad',
+    'LEARNING_RATE_KEY', 'Optimizer', 'adagrad', 'adam', 'build_adafactor',
+    'build_adagrad',
     'build_adam', 'build_adamw', 'build_rmsprop', 'build_sgdm', 'build_yogi',
     'check_weights_gradients_match', 'handle_indexed_slices_gradients',
     'rmsprop', 'schedule_learning_rate', 'sgd',
