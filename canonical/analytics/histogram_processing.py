@@ -1,0 +1,11 @@
+"""TFF 0.87's `tff.analytics.histogram_processing`."""
+
+import tensorflow as tf
+
+
+def threshold_histogram(histogram_keys, histogram_values, threshold):
+  """`(keys, values)` of the histogram's entries whose value is at least
+  `threshold` (rank-1 keys and values, in their order)."""
+  keep = tf.math.greater_equal(histogram_values, threshold)
+  return (tf.boolean_mask(histogram_keys, keep),
+          tf.boolean_mask(histogram_values, keep))
