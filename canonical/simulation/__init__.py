@@ -1,7 +1,8 @@
 """Simulations of federated training (TFF's `tff.simulation`): client data
 (`datasets`), which clients take part in a round (`sampling`), the training
-loop (`run_training_process`), and processes whose clients make their own
-data from an id (`compositions`).
+loop (`run_training_process`), processes whose clients make their own
+data from an id (`compositions`), ready models (`models`) and TFF's
+baseline tasks (`baselines`).
 
 Client data directories and in-memory client data for the Beam runner live
 with the runner that reads them (`beam_runner.worker_io.client_data`); a
@@ -13,7 +14,9 @@ from canonical.simulation.compositions import compose_dataset_computation_with_i
 from canonical.simulation.compositions import compose_dataset_computation_with_learning_process
 from canonical.simulation.compositions import SequenceTypeNotAssignableError
 from canonical.simulation.compositions import SequenceTypeNotFoundError
+from canonical.simulation import baselines
 from canonical.simulation import datasets
+from canonical.simulation import models
 from canonical.simulation.sampling import build_uniform_sampling_fn
 from canonical.simulation.sampling import sample_clients
 from canonical.simulation.sampling import SAMPLINGS
@@ -31,6 +34,7 @@ __all__ = [
     'build_uniform_sampling_fn',
     'compose_dataset_computation_with_computation',
     'compose_dataset_computation_with_iterative_process',
-    'compose_dataset_computation_with_learning_process', 'datasets',
+    'compose_dataset_computation_with_learning_process', 'baselines',
+    'datasets', 'models',
     'run_training_process', 'sample_clients',
 ]
