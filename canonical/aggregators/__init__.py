@@ -5,9 +5,13 @@ TFF's factories, composable (an outer factory takes inner ones): the
 `UnweightedAggregationFactory` / `WeightedAggregationFactory` bases,
 `SumFactory`, `MeanFactory`, `UnweightedMeanFactory`, `EncodedSumFactory`
 (on `encoders`), `DifferentiallyPrivateFactory`, `SecureSumFactory` (on the
-secure sums), `clipping_factory`, `zeroing_factory` and the
+secure sums), `SecureModularSumFactory`, the rotations
+(`HadamardTransformFactory`, `DiscreteFourierTransformFactory`),
+`UnweightedReservoirSamplingFactory`, `clipping_factory`, `zeroing_factory`,
+`concat_factory`, `add_measurements`, `as_weighted_aggregator` and the
 `PrivateQuantileEstimationProcess` that adapts their norms. Each factory's
-`create` returns a `canonical.templates.AggregationProcess`.
+`create` returns a `canonical.templates.AggregationProcess`. The primitives
+`secure_quantized_sum` and `federated_sample` are called while tracing.
 
 The builders of `canonical.templates.measured_process.MeasuredProcess`es
 that `canonical.learning.build_federated_averaging_process` takes: the
@@ -18,6 +22,7 @@ also through secure sums (`dp_secure_mean`).
 """
 
 from canonical.aggregators.broadcast import build_broadcast_process
+from canonical.aggregators.concat import concat_factory
 from canonical.aggregators.broadcast import build_encoded_broadcast_process
 from canonical.aggregators.differential_privacy import DifferentiallyPrivateFactory
 from canonical.aggregators.dp_mean import build_dp_mean_process
@@ -27,24 +32,37 @@ from canonical.aggregators.encoded import EncodedSumFactory
 from canonical.aggregators.factory import AggregationFactory
 from canonical.aggregators.factory import UnweightedAggregationFactory
 from canonical.aggregators.factory import WeightedAggregationFactory
+from canonical.aggregators.factory_utils import as_weighted_aggregator
 from canonical.aggregators.mean import build_encoded_mean_process
 from canonical.aggregators.mean import build_weighted_mean_process
 from canonical.aggregators.mean_factory import MeanFactory
 from canonical.aggregators.mean_factory import UnweightedMeanFactory
+from canonical.aggregators.measurements import add_measurements
+from canonical.aggregators.primitives import secure_quantized_sum
 from canonical.aggregators.quantile_estimation import PrivateQuantileEstimationProcess
 from canonical.aggregators.robust import clipping_factory
 from canonical.aggregators.robust import zeroing_factory
+from canonical.aggregators.rotation import DiscreteFourierTransformFactory
+from canonical.aggregators.rotation import HadamardTransformFactory
+from canonical.aggregators.sampling import federated_sample
+from canonical.aggregators.sampling import UnweightedReservoirSamplingFactory
 from canonical.aggregators.secure import SecureSumFactory
 from canonical.aggregators.secure_mean import build_secure_mean_process
+from canonical.aggregators.secure_modular import SecureModularSumFactory
 from canonical.aggregators.sum_factory import SumFactory
 
 __all__ = [
-    'AggregationFactory', 'DifferentiallyPrivateFactory', 'EncodedSumFactory',
-    'MeanFactory', 'PrivateQuantileEstimationProcess', 'SecureSumFactory',
-    'SumFactory', 'UnweightedAggregationFactory', 'UnweightedMeanFactory',
-    'WeightedAggregationFactory', 'build_broadcast_process',
+    'AggregationFactory', 'DifferentiallyPrivateFactory',
+    'DiscreteFourierTransformFactory', 'EncodedSumFactory',
+    'HadamardTransformFactory', 'MeanFactory',
+    'PrivateQuantileEstimationProcess', 'SecureModularSumFactory',
+    'SecureSumFactory', 'SumFactory', 'UnweightedAggregationFactory',
+    'UnweightedMeanFactory', 'UnweightedReservoirSamplingFactory',
+    'WeightedAggregationFactory', 'add_measurements', 'as_weighted_aggregator',
+    'build_broadcast_process',
     'build_dp_mean_process', 'build_dp_secure_mean_process',
     'build_encoded_broadcast_process', 'build_encoded_mean_process',
     'build_secure_mean_process', 'build_weighted_mean_process',
-    'clipping_factory', 'round_noise_multiplier', 'zeroing_factory',
+    'clipping_factory', 'concat_factory', 'federated_sample',
+    'round_noise_multiplier', 'secure_quantized_sum', 'zeroing_factory',
 ]

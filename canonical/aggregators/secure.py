@@ -31,8 +31,8 @@ from canonical.templates import aggregation_process
 from canonical.templates import estimation_process
 from canonical.templates import measured
 
-# Floats are quantized to integers in [0, _SECAGG_MAX], summed with 32 bits.
-_SECAGG_MAX = 2**32 - 1
+# Floats are quantized to integers in [0, SECAGG_MAX], summed with 32 bits.
+SECAGG_MAX = 2**32 - 1
 _FLOAT_BITS = 32
 COUNT_SPEC = tf.TensorSpec([], tf.int32)
 NORM_SPEC = tf.TensorSpec([], tf.float32)
@@ -58,7 +58,7 @@ def _smallest(value):
 
 
 def _quantization_scale(lower, upper):
-  return tf.math.divide_no_nan(tf.constant(_SECAGG_MAX, tf.float64),
+  return tf.math.divide_no_nan(tf.constant(SECAGG_MAX, tf.float64),
                                tf.cast(upper - lower, tf.float64))
 
 
@@ -67,7 +67,7 @@ def _lower_in_levels(lower, scale):
                           tf.int64)
 
 
-def _quantize(x, lower, upper):
+def quantize_float(x, lower, upper):
   """A float tensor as integers in [0, 2**32 - 1] over [lower, upper]."""
   scale = _quantization_scale(lower, upper)
   clipped = tf.clip_by_value(x, lower, upper)
@@ -75,15 +75,15 @@ def _quantize(x, lower, upper):
                             tf.int64)
   return tf.clip_by_value(levels - _lower_in_levels(lower, scale),
                           tf.constant(0, tf.int64),
-                          tf.constant(_SECAGG_MAX, tf.int64))
+                          tf.constant(SECAGG_MAX, tf.int64))
 
 
-def _dequantize(total, lower, upper, count, dtype):
+def dequantize_float_sum(total, lower, upper, count, dtype):
   """The float sum of `count` quantized values summing to `total`."""
   scale = _quantization_scale(lower, upper)
   total = total + _lower_in_levels(lower, scale) * tf.cast(count, tf.int64)
   value = tf.cast(total, tf.float64) * (
-      tf.cast(upper - lower, tf.float64) / _SECAGG_MAX)
+      tf.cast(upper - lower, tf.float64) / SECAGG_MAX)
   # Equal bounds make the scale 0 (every level is 0): shift here instead.
   at_bound = value + tf.cast(count, tf.float64) * tf.cast(lower, tf.float64)
   value = tf.where(tf.equal(lower, upper), at_bound, value)
@@ -284,12 +284,12 @@ class SecureSumFactory(factory.UnweightedAggregationFactory):
     """Quantize to 32-bit levels over [lower, upper], sum, dequantize."""
     quantize = specs.tf_computation(
         lambda value, lower, upper: tf.nest.map_structure(
-            lambda v: _quantize(v, lower, upper), value),
+            lambda v: quantize_float(v, lower, upper), value),
         value_type, bound_spec, bound_spec)
     levels_type = specs.plain(quantize.result_spec)
     dequantize = specs.tf_computation(
         lambda total, lower, upper, count: tf.nest.map_structure(
-            lambda t, s: _dequantize(t, lower, upper, count, s.dtype),
+            lambda t, s: dequantize_float_sum(t, lower, upper, count, s.dtype),
             total, value_type),
         levels_type, bound_spec, bound_spec, COUNT_SPEC)
 

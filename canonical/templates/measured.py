@@ -130,8 +130,8 @@ class MeasuredProcess:
   state's type. `initialize` and `next` are those computations, as given.
   """
 
-  def __new__(cls, initialize_fn=None, next_fn=None, next_is_multi_arg=None,
-              *args, **kwargs):
+  def __new__(cls, initialize_fn, next_fn, next_is_multi_arg=None, *args,
+              **kwargs):
     if cls is MeasuredProcess and (args or kwargs or _is_spec(
         next_is_multi_arg)):
       # This name's signature before TFF's: (initialize, next, value_spec,

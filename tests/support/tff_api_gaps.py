@@ -7,15 +7,6 @@ is resolved when it is empty.
 """
 
 NOT_YET = {
-    'tff.aggregators.DiscreteFourierTransformFactory': 'tff.aggregators.DiscreteFourierTransformFactory is missing',
-    'tff.aggregators.HadamardTransformFactory': 'tff.aggregators.HadamardTransformFactory is missing',
-    'tff.aggregators.SecureModularSumFactory': 'tff.aggregators.SecureModularSumFactory is missing',
-    'tff.aggregators.UnweightedReservoirSamplingFactory': 'tff.aggregators.UnweightedReservoirSamplingFactory is missing',
-    'tff.aggregators.add_measurements': 'tff.aggregators.add_measurements is missing',
-    'tff.aggregators.as_weighted_aggregator': 'tff.aggregators.as_weighted_aggregator is missing',
-    'tff.aggregators.concat_factory': 'tff.aggregators.concat_factory is missing',
-    'tff.aggregators.federated_sample': 'tff.aggregators.federated_sample is missing',
-    'tff.aggregators.secure_quantized_sum': 'tff.aggregators.secure_quantized_sum is missing',
     'tff.analytics': 'tff.analytics is missing',
     'tff.analytics.HierarchicalHistogramDecoder': 'tff.analytics is missing',
     'tff.analytics.IbltFactory': 'tff.analytics is missing',
@@ -131,9 +122,6 @@ NOT_YET = {
     'tff.structure.to_odict': 'tff.structure is missing',
     'tff.structure.to_odict_or_tuple': 'tff.structure is missing',
     'tff.structure.update_struct': 'tff.structure is missing',
-    'tff.templates.MeasuredProcess': "parameter 'initialize_fn' defaults to None, TFF: nothing; parameter 'next_fn' defaults to None, TFF: nothing",
-    'tff.templates.chain_measured_processes': 'tff.templates.chain_measured_processes is missing',
-    'tff.templates.concatenate_measured_processes': 'tff.templates.concatenate_measured_processes is missing',
     'tff.types.AbstractType': 'tff.types.AbstractType is missing',
     'tff.types.ArrayShape': 'tff.types.ArrayShape is missing',
     'tff.types.FederatedType': "lacks property 'all_equal'; lacks method 'check_assignable_from'; lacks method 'check_equivalent_to'; lacks method 'check_identical_to'; lacks method 'children'; lacks method 'compact_representation'; lacks method 'formatted_representation'; lacks method 'is_assignable_from'; lacks method 'is_equivalent_to'; lacks method 'is_identical_to'; lacks property 'member'; lacks property 'placement'",

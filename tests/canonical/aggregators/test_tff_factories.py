@@ -22,6 +22,7 @@ import encoders as te
 from canonical.learning import model_update_aggregator as mua
 from canonical.templates import measured
 
+import aggregator_rounds
 from tensor_asserts import assert_same
 
 A = tff.aggregators
@@ -40,53 +41,17 @@ WEIGHTS = [np.float32(1), np.float32(2), np.float32(3)]
 
 
 def _create(factory, value_type=V):
-  if isinstance(factory, A.WeightedAggregationFactory):
-    return factory.create(value_type, F)
-  return factory.create(value_type)
+  return aggregator_rounds.create(factory, value_type)
 
 
-def _as_round(process):
-  """An IterativeProcess whose round is one step of `process`; clients hold
-  (value, weight) or a value; the metrics are (result, measurements)."""
-  value_type = process.value_type
-  if process.is_weighted:
-
-    @tff.federated_computation(process.state_type,
-                               tff.type_at_clients((value_type, F)))
-    def next_fn(state, data):
-      output = process.next(state, data[0], data[1])
-      return output.state, (output.result, output.measurements)
-  else:
-
-    @tff.federated_computation(process.state_type,
-                               tff.type_at_clients(value_type))
-    def next_fn(state, data):  # pylint: disable=function-redefined
-      output = process.next(state, data)
-      return output.state, (output.result, output.measurements)
-
-  return tff.IterativeProcess(process.initialize, next_fn)
+_as_round = aggregator_rounds.as_round
 
 
 def _rounds(factory, rounds=2, values=VALUES, weights=WEIGHTS, value_type=V):
   """`rounds` outputs by the reference executor, each checked against the
   compiled form's round."""
-  process = _create(factory, value_type)
-  args = (values, weights) if process.is_weighted else (values,)
-  data = list(zip(values, weights)) if process.is_weighted else values
-  form = tff.compile(_as_round(process))
-  state = process.initialize()
-  form_state = form.initialize()
-  assert_same(form_state, state, exact=False, what='initial state')
-  outputs = []
-  for number in range(rounds):
-    output = process.next(state, *args)
-    form_state, (result, measurements) = tff.run_round(form, form_state,
-                                                       data)
-    assert_same((form_state, result, measurements), output, exact=False,
-                what=f'compiled round {number}')
-    outputs.append(output)
-    state = output.state
-  return outputs
+  return aggregator_rounds.run_rounds(factory, rounds, values, weights,
+                                      value_type)
 
 
 def _close(actual, expected, rtol=1e-6):
