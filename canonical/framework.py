@@ -22,6 +22,7 @@ parameter name); a call from Python passes its arguments as `Arguments`.
 
 import abc
 import collections.abc
+import inspect
 
 from canonical import errors
 
@@ -57,7 +58,7 @@ def pack(args) -> object:
 
 
 def _parameter_names(comp) -> list:
-  """The names of `comp`'s parameters (positions where it has no names)."""
+  """The names of `comp`'s parameters, as its Python function names them."""
   types = getattr(comp, 'parameter_types', None)
   if types is None:
     types = getattr(comp, 'parameter_specs', None)
@@ -65,10 +66,15 @@ def _parameter_names(comp) -> list:
     raise errors.InvalidTypeError(
         f'A context invokes computations (tff.Computation); got '
         f'{type(comp).__name__}.')
-  parameter = comp.type_signature.parameter
-  if len(types) > 1 and isinstance(parameter, collections.abc.Mapping):
-    return list(parameter)
-  return list(range(len(types)))
+  try:
+    if hasattr(comp, 'trace'):  # A federated computation's traced graph.
+      names = [p.name for p in comp.trace().parameters]
+    else:
+      names = list(inspect.signature(comp.python_function).parameters)
+  except (AttributeError, TypeError, ValueError):
+    names = []
+  names = names[:len(types)]
+  return names + list(range(len(names), len(types)))
 
 
 def unpack(comp, arg) -> tuple:
