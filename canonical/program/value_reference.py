@@ -68,6 +68,16 @@ class NativeValueReference(MaterializableValueReference):
           'await get_value() instead.')
     return self._value
 
+  def __tf_tensor__(self, dtype=None, name=None):
+    """A resolved reference is its value to TensorFlow (a tf_computation
+    called with it, as TFF's context takes references)."""
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    return tf.convert_to_tensor(self.value(), dtype=dtype, name=name)
+
+  def __array__(self, dtype=None, copy=None):
+    del copy  # A new array either way.
+    return np.array(self.value(), dtype=dtype)
+
   @property
   def type_signature(self):
     return self._type_signature
