@@ -209,21 +209,21 @@ def _build(who, model_fn, client_step, server_optimizer_fn,
   client_work = model_delta.client_work_of(
       model, client_step, ClientWeighting.NUM_EXAMPLES if by_examples else
       ClientWeighting.UNIFORM)
-  return compose(who, model, client_work, server_optimizer_fn,
-                 model_aggregator, weighted, model_distributor)
+  return compose(who, model.initial_model_weights, client_work,
+                 server_optimizer_fn, model_aggregator, weighted,
+                 model_distributor)
 
 
-def compose(who, model, client_work, server_optimizer_fn, model_aggregator,
-            weighted, model_distributor=None):
+def compose(who, initial_weights, client_work, server_optimizer_fn,
+            model_aggregator, weighted, model_distributor=None):
   """TFF's composition of a model-update algorithm around `client_work`:
-  the model's initial weights, `model_distributor` (default: the plain
-  broadcast), the model aggregator (default: the mean, weighted or not)
-  and the server optimizer's finalizer (default: `build_sgdm(1.0)`)."""
+  the model's `initial_weights` (`ModelWeights` of arrays),
+  `model_distributor` (default: the plain broadcast), the model aggregator
+  (default: the mean, weighted or not) and the server optimizer's finalizer
+  (default: `build_sgdm(1.0)`)."""
   server_optimizer = model_fns.optimizer_of(
       server_optimizer_fn or DEFAULT_SERVER_OPTIMIZER,
       f'{who}: server_optimizer_fn')
-  initial_weights = model.initial_model_weights
-
   def initial_model_weights():
     return ModelWeights(*tf.nest.map_structure(tf.constant, initial_weights))
 

@@ -112,8 +112,9 @@ def _build(who, model_fn, base_optimizer, server_optimizer, client_weighting,
                                   gradient_process)
   if learning_rate_fn is not None:
     client_work = _scheduled(client_work, learning_rate_fn)
-  return averaging.compose(who, model, client_work, server_optimizer,
-                           model_aggregator, weighted, model_distributor)
+  return averaging.compose(who, model.initial_model_weights, client_work,
+                           server_optimizer, model_aggregator, weighted,
+                           model_distributor)
 
 
 def _tff_optimizer(optimizer, who, what):

@@ -52,9 +52,9 @@ def build_weighted_fed_avg_with_optimizer_schedule(
                          f'{who}: client_optimizer_fn(1.0)')
   client_work = _scheduled_client_work(
       who, model, client_learning_rate_fn, client_optimizer_fn)
-  return averaging.compose(who, model, client_work, server_optimizer_fn,
-                           model_aggregator, weighted=True,
-                           model_distributor=model_distributor)
+  return averaging.compose(who, model.initial_model_weights, client_work,
+                           server_optimizer_fn, model_aggregator,
+                           weighted=True, model_distributor=model_distributor)
 
 
 def _scheduled_client_work(who, model, learning_rate_fn, optimizer_fn):

@@ -1,9 +1,10 @@
 """TFF 0.87's learning algorithms past FedAvg, written as TFF's users write
 them: Mime Lite (weighted, unweighted, scheduled), FedAvg with a client
-learning-rate schedule, unweighted FedProx and federated k-means. Every
-expected number below was printed by TensorFlow Federated 0.87 running the
-same program on the same model and data (tests/support/tff_087_examples.py;
-k-means on the points made here)."""
+learning-rate schedule, unweighted FedProx, federated k-means and
+Federated Reconstruction (training and evaluation). Every expected number
+below was printed by TensorFlow Federated 0.87 running the same program on
+the same model and data (tests/support/tff_087_examples.py; k-means and
+reconstruction on the data made here)."""
 
 import collections
 
@@ -16,6 +17,10 @@ from canonical.learning.algorithms import averaging
 from canonical.learning.templates import model_delta
 from tff_087_examples import client_data
 from tff_087_examples import model_fn
+from tff_087_examples import recon_data
+from tff_087_examples import recon_loss
+from tff_087_examples import recon_metrics
+from tff_087_examples import recon_model_fn
 
 optimizers = tff.learning.optimizers
 algorithms = tff.learning.algorithms
@@ -295,3 +300,128 @@ def test_fed_kmeans_names_a_bad_argument():
   with pytest.raises(TypeError, match='sum_aggregator.*Unweighted'):
     algorithms.build_fed_kmeans(3, (2,), random_seed=(1, 2),
                                 sum_aggregator=tff.aggregators.MeanFactory())
+
+
+# TFF 0.87's build_fed_recon on recon_model_fn and recon_data: the global
+# weights after the last round; each round's accuracy and loss (the mean
+# over post-reconstruction batches of each batch's loss).
+TFF_FED_RECON = dict(
+    kernel=[[0.0125129, 0.0026272, -0.0151401],
+            [-0.1411754, 0.0799237, 0.0612516],
+            [0.0116764, -0.0332877, 0.0216113],
+            [-0.0195788, 0.0643938, -0.044815]],
+    bias=[0.0710071, 0.0224776, -0.0934847],
+    metrics=[(0.5, 1.0694313), (0.75, 0.9973813)])
+# ... with a momentum server, Adam clients, a faster reconstruction, two
+# epochs each side (post-reconstruction cut at 3 batches), uniform weights.
+TFF_FED_RECON_CUSTOM = dict(
+    kernel=[[-0.0131963, -0.0695088, 0.1538556],
+            [-0.0341466, -0.0251027, 0.0662002],
+            [-0.1460832, 0.0384491, 0.0813861],
+            [-0.0240054, 0.017202, -0.0866235]],
+    bias=[-0.0275521, 0.0060185, -0.1214635],
+    metrics=[(0.8823529, 0.4515173), (0.8235294, 0.4441744)])
+# ... one round with an unweighted mean and no metrics_fn (loss only).
+TFF_FED_RECON_UNWEIGHTED_BIAS = [0.0219711, 0.0212265, -0.0431976]
+# build_fed_recon_eval of TFF_FED_RECON's model, on all clients, then on
+# the first two: current and total (accuracy, loss), and the state's sums.
+TFF_FED_RECON_EVAL = [((0.875, 0.9275309), (0.875, 0.9275309)),
+                      ((1.0, 0.8795177), (0.9285714, 0.9069538))]
+TFF_FED_RECON_EVAL_SUMS = collections.OrderedDict(
+    sparse_categorical_accuracy=[13.0, 14.0], loss=[6.3486767, 7.0])
+
+
+def _assert_recon(process, state, metrics, expected):
+  kernel, bias = process.get_model_weights(state).trainable
+  np.testing.assert_allclose(kernel, expected['kernel'], atol=2e-6)
+  np.testing.assert_allclose(bias, expected['bias'], atol=2e-6)
+  for got, want in zip(metrics, expected['metrics']):
+    assert tuple(got['client_work']['train'].values()) == pytest.approx(
+        want, rel=1e-5)
+
+
+@pytest.mark.slow
+def test_fed_recon_trains_global_weights_as_tffs():
+  process = algorithms.build_fed_recon(
+      recon_model_fn, loss_fn=recon_loss, metrics_fn=recon_metrics)
+  state, metrics = _rounds(process, 2, recon_data())
+  _assert_recon(process, state, metrics, TFF_FED_RECON)
+  assert state.client_work == ()
+  assert list(metrics[0]['client_work']['train']) == [
+      'sparse_categorical_accuracy', 'loss']
+  # The state's model is the global weights only.
+  assert [w.shape for w in state.global_model_weights.trainable] == [
+      (4, 3), (3,)]
+
+
+@pytest.mark.slow
+def test_fed_recon_with_other_optimizers_splits_and_weights():
+  split = tff.learning.models.ReconstructionModel.build_dataset_split_fn(
+      recon_epochs=2, post_recon_epochs=2, post_recon_steps_max=3)
+  process = algorithms.build_fed_recon(
+      recon_model_fn, loss_fn=recon_loss, metrics_fn=recon_metrics,
+      server_optimizer_fn=optimizers.build_sgdm(0.5, momentum=0.9),
+      client_optimizer_fn=optimizers.build_adam(0.05),
+      reconstruction_optimizer_fn=optimizers.build_sgdm(0.3),
+      dataset_split_fn=split,
+      client_weighting=tff.learning.ClientWeighting.UNIFORM)
+  state, metrics = _rounds(process, 2, recon_data())
+  _assert_recon(process, state, metrics, TFF_FED_RECON_CUSTOM)
+
+
+def test_fed_recon_with_an_unweighted_aggregator():
+  with pytest.raises(ValueError, match='UNIFORM'):
+    algorithms.build_fed_recon(
+        recon_model_fn, loss_fn=recon_loss,
+        model_aggregator_factory=tff.aggregators.UnweightedMeanFactory())
+  process = algorithms.build_fed_recon(
+      recon_model_fn, loss_fn=recon_loss,
+      model_aggregator_factory=tff.aggregators.UnweightedMeanFactory(),
+      client_weighting=tff.learning.ClientWeighting.UNIFORM)
+  state, metrics = _rounds(process, 1, recon_data())
+  np.testing.assert_allclose(process.get_model_weights(state).trainable[1],
+                             TFF_FED_RECON_UNWEIGHTED_BIAS, atol=2e-6)
+  assert metrics[0]['aggregator'] == collections.OrderedDict(
+      mean_value=(), mean_count=())
+  assert list(metrics[0]['client_work']['train']) == ['loss']
+
+
+@pytest.mark.slow
+def test_fed_recon_eval_reconstructs_then_evaluates_as_tffs():
+  training = algorithms.build_fed_recon(
+      recon_model_fn, loss_fn=recon_loss, metrics_fn=recon_metrics)
+  trained, _ = _rounds(training, 2, recon_data())
+  evaluation = algorithms.build_fed_recon_eval(
+      recon_model_fn, loss_fn=recon_loss, metrics_fn=recon_metrics)
+  assert str(evaluation.next.type_signature) == (
+      '(<state=<global_model_weights=<trainable=<float32[4,3],float32[3]>,'
+      'non_trainable=<>>,distributor=<>,client_work=<<>,'
+      '<sparse_categorical_accuracy=<float32,float32>,loss=<float32,'
+      'float32>>>,aggregator=<value_sum_process=<>,weight_sum_process=<>>,'
+      'finalizer=<>>@SERVER,client_data={<float32[?,4],int32[?]>*}@CLIENTS> '
+      '-> <state=<global_model_weights=<trainable=<float32[4,3],float32[3]>,'
+      'non_trainable=<>>,distributor=<>,client_work=<<>,'
+      '<sparse_categorical_accuracy=<float32,float32>,loss=<float32,'
+      'float32>>>,aggregator=<value_sum_process=<>,weight_sum_process=<>>,'
+      'finalizer=<>>@SERVER,metrics=<distributor=<>,client_work=<eval='
+      '<current_round_metrics=<sparse_categorical_accuracy=float32,loss='
+      'float32>,total_rounds_metrics=<sparse_categorical_accuracy=float32,'
+      'loss=float32>>>,aggregator=<mean_value=<>,mean_weight=<>>,finalizer='
+      '<>>@SERVER>)')
+  state = evaluation.set_model_weights(
+      evaluation.initialize(), training.get_model_weights(trained))
+  data = recon_data()
+  for clients, (current, total) in zip((data, data[:2]), TFF_FED_RECON_EVAL):
+    output = evaluation.next(state, clients)
+    state = output.state
+    measured = output.metrics['client_work']['eval']
+    assert tuple(measured['current_round_metrics'].values()) == (
+        pytest.approx(current, rel=1e-5))
+    assert tuple(measured['total_rounds_metrics'].values()) == (
+        pytest.approx(total, rel=1e-5))
+  sums = state.client_work[1]
+  for name, expected in TFF_FED_RECON_EVAL_SUMS.items():
+    np.testing.assert_allclose(sums[name], expected, rtol=1e-6)
+  np.testing.assert_array_equal(  # Evaluation never moves the model.
+      evaluation.get_model_weights(state).trainable[0],
+      training.get_model_weights(trained).trainable[0])

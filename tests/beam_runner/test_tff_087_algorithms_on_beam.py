@@ -1,5 +1,6 @@
 """TFF 0.87's learning algorithms past FedAvg (Mime Lite, scheduled
-FedAvg, unweighted FedProx, k-means; FedAvg with Adafactor), compiled, saved and run on Beam in
+FedAvg, unweighted FedProx, k-means, Federated Reconstruction; FedAvg with
+Adafactor), compiled, saved and run on Beam in
 process: the same rounds as their local run (whose numbers are TFF 0.87's,
 recorded in tests/canonical/learning/test_tff_087_algorithms.py)."""
 
@@ -38,6 +39,12 @@ BUILDERS = {
         example.model_fn, 0.5, optimizers.build_sgdm(0.1)),
     'fed_kmeans': lambda: algorithms.build_fed_kmeans(3, (2,),
                                                       random_seed=(5, 7)),
+    'fed_recon': lambda: algorithms.build_fed_recon(
+        example.recon_model_fn, loss_fn=example.recon_loss,
+        metrics_fn=example.recon_metrics),
+    'fed_recon_eval': lambda: algorithms.build_fed_recon_eval(
+        example.recon_model_fn, loss_fn=example.recon_loss,
+        metrics_fn=example.recon_metrics),
     'fed_avg_adafactor': lambda: algorithms.build_weighted_fed_avg(
         example.model_fn, optimizers.build_adafactor(0.1),
         server_optimizer_fn=optimizers.build_adafactor(0.1)),
@@ -58,7 +65,9 @@ def _flat(metrics, prefix=''):
 @pytest.mark.parametrize('name', sorted(BUILDERS))
 def test_algorithms_on_beam_match_their_local_rounds(name, tmp_path):
   process = BUILDERS[name]()
-  data = _points() if name == 'fed_kmeans' else example.client_data()
+  data = {'fed_kmeans': _points, 'fed_recon': example.recon_data,
+          'fed_recon_eval': example.recon_data}.get(
+              name, example.client_data)()[:2]
   tff.save(tff.compile(process), str(tmp_path / 'form.pb'))
   result = beam_runner.run(str(tmp_path / 'form.pb'),
                            {'a': data[0], 'b': data[1]}, rounds=2,
