@@ -110,7 +110,9 @@ ROTATIONS = {
 }
 
 
-@pytest.mark.parametrize('name', sorted(ROTATIONS))
+@pytest.mark.parametrize('name', [
+    pytest.param(name, marks=pytest.mark.slow) if '_r' in name else name
+    for name in sorted(ROTATIONS)])
 def test_rotations_send_tff_087s_rotated_values_and_sum_back(name):
   make, seed, rotated = ROTATIONS[name]
   outputs = _rounds(make(_reporting_sum()))
