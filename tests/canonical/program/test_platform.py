@@ -126,8 +126,8 @@ def test_contains_only_server_placed_data():
   assert not check(add_sums.type_signature.parameter)  # Data at CLIENTS.
   assert check(tff.TensorType(np.float32, [2]))
   assert check(tff.SequenceType(np.int32))
-  assert check(tff.StructType([('a', np.int32), ('b', tff.FederatedType(
-      np.float32, tff.SERVER))]))
+  assert check(tff.StructType([('a', np.int32),
+                               ('b', tff.SequenceType(np.float32))]))
   with pytest.raises(errors.InvalidTypeError, match='expected a type'):
     check(3)
 
