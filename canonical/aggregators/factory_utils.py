@@ -23,7 +23,8 @@ class _UnweightedAsWeighted(factory.WeightedAggregationFactory):
 
   def create(self, value_type, weight_type):
     where = 'as_weighted_aggregator(...).create'
-    weight_type = factory.value_type_of(weight_type, where, 'weight_type')
+    if weight_type != ():  # TFF's k-means gives no weight at all.
+      weight_type = factory.value_type_of(weight_type, where, 'weight_type')
     process = self._factory.create(value_type)
     state_type, placed_value_type = process.next.parameter_types
 

@@ -18,10 +18,8 @@ import tensorflow as tf
 
 from canonical import aggregators
 from canonical import errors
-from canonical.core import computations
 from canonical.core import naming
 from canonical.core import specs
-from canonical.core import types as ft
 from canonical.learning.client_update import client_gradient
 from canonical.learning import loop_builder
 from canonical.learning import model_fns
@@ -29,7 +27,6 @@ from canonical.learning import optimizers
 from canonical.learning import templates
 from canonical.learning.model import ModelWeights
 from canonical.learning.templates import model_delta
-from canonical.templates import aggregation_process as aggregation_process_lib
 
 WEIGHT_SPEC = tf.TensorSpec([], tf.float32)
 ClientWeighting = model_delta.ClientWeighting
@@ -165,8 +162,8 @@ _gradient = model_delta.ClientStep(None, _run_gradient)
 def aggregation_process(who, factory, value_type, weighted,
                         what='model_aggregator'):
   """The weighted process that averages client values of `value_type` (an
-  unweighted factory's process takes the weight and ignores it, as TFF's
-  `as_weighted_aggregator` does)."""
+  unweighted factory's, through `as_weighted_aggregator`, ignores the
+  weight)."""
   if factory is None:
     factory = (aggregators.MeanFactory() if weighted else
                aggregators.UnweightedMeanFactory())
@@ -174,7 +171,8 @@ def aggregation_process(who, factory, value_type, weighted,
           aggregators.UnweightedAggregationFactory)
   if not isinstance(factory, kind):
     if weighted:
-      hint = ' (an unweighted factory: wrap it in tff.aggregators.MeanFactory'
+      hint = (' (an unweighted factory: wrap it in '
+              'tff.aggregators.as_weighted_aggregator')
       if 'weighted' in who:
         hint += f', or use {who.replace("weighted", "unweighted")}'
     else:
@@ -183,24 +181,9 @@ def aggregation_process(who, factory, value_type, weighted,
     raise errors.InvalidTypeError(
         f'{who}: {what} must be a tff.aggregators.{kind.__name__}, got '
         f'{type(factory).__name__}{hint}).')
-  if weighted:
-    return factory.create(value_type, WEIGHT_SPEC)
-  return ignoring_weights(factory.create(value_type))
-
-
-def ignoring_weights(process, weight_type=WEIGHT_SPEC):
-  """The weighted process that runs the unweighted `process`, taking
-  client weights of `weight_type` and ignoring them."""
-  state_type, value_type = process.next.parameter_types
-
-  @computations.federated_computation(state_type, value_type,
-                                      ft.clients(weight_type))
-  def next_fn(state, value, weight):
-    del weight  # Every client counts the same.
-    return process.next(state, value)
-
-  return aggregation_process_lib.AggregationProcess(process.initialize,
-                                                    next_fn)
+  if not weighted:
+    factory = aggregators.as_weighted_aggregator(factory)
+  return factory.create(value_type, WEIGHT_SPEC)
 
 
 def _build(who, model_fn, client_step, server_optimizer_fn,

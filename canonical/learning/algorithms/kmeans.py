@@ -26,7 +26,6 @@ from canonical.core import naming
 from canonical.core import specs
 from canonical.core import types as ft
 from canonical.learning import templates
-from canonical.learning.algorithms import averaging
 from canonical.templates import measured
 
 _POINT_DTYPE = tf.float32
@@ -65,8 +64,8 @@ def build_fed_kmeans(num_clusters, data_shape, random_seed=None,
         f'{who}: sum_aggregator must be a tff.aggregators.'
         'UnweightedAggregationFactory (e.g. SumFactory()), got '
         f'{type(sum_aggregator).__name__}.')
-  aggregator = averaging.ignoring_weights(
-      sum_aggregator.create((centroids_type, counts_type)), ())
+  aggregator = aggregators.as_weighted_aggregator(sum_aggregator).create(
+      (centroids_type, counts_type), ())
   return templates.compose_learning_process(
       initial_centroids, distributor,
       _client_work(centroids_type, counts_type, data_type), aggregator,
