@@ -49,6 +49,10 @@ def __getattr__(name):
         'canonical.learning.tff_learning').build_federated_averaging_process
   if name in ('framework', 'algorithms', 'templates', 'programs'):
     return importlib.import_module(f'canonical.learning.{name}')
+  if name in ('add_debug_measurements',
+              'add_debug_measurements_with_mixed_dtype'):
+    return getattr(importlib.import_module(
+        'canonical.learning.debug_measurements'), name)
   if name == 'LoopImplementation':
     return importlib.import_module(
         'canonical.learning.loop_builder').LoopImplementation

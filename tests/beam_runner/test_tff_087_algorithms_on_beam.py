@@ -45,6 +45,10 @@ BUILDERS = {
     'fed_recon_eval': lambda: algorithms.build_fed_recon_eval(
         example.recon_model_fn, loss_fn=example.recon_loss,
         metrics_fn=example.recon_metrics),
+    'fed_avg_debug_measurements': lambda: algorithms.build_weighted_fed_avg(
+        example.model_fn, optimizers.build_sgdm(0.1),
+        model_aggregator=tff.learning.add_debug_measurements(
+            tff.aggregators.MeanFactory())),
     'fed_avg_adafactor': lambda: algorithms.build_weighted_fed_avg(
         example.model_fn, optimizers.build_adafactor(0.1),
         server_optimizer_fn=optimizers.build_adafactor(0.1)),

@@ -54,8 +54,6 @@ NOT_YET = {
     'tff.backends.mapreduce.get_map_reduce_form_for_computation': "parameter 'grappler_config' defaults to None, TFF: <ConfigProto instance>",
     'tff.backends.mapreduce.get_state_initialization_computation': "parameter 'grappler_config' defaults to None, TFF: <ConfigProto instance>",
     'tff.backends.mapreduce.parse_tff_to_tf': 'tff.backends.mapreduce.parse_tff_to_tf is missing',
-    'tff.learning.add_debug_measurements': 'tff.learning.add_debug_measurements is missing',
-    'tff.learning.add_debug_measurements_with_mixed_dtype': 'tff.learning.add_debug_measurements_with_mixed_dtype is missing',
     'tff.learning.algorithms.build_fed_eval': "parameter 2 is 'metrics_aggregator', TFF calls it 'metrics_aggregation_process'; parameter 'loop_implementation' defaults to None, TFF: LoopImplementation.DATASET_REDUCE",
     'tff.learning.algorithms.build_fed_recon': "parameter 'metrics_aggregator' defaults to None, TFF: <sum_then_finalize>",
     'tff.learning.algorithms.build_personalization_eval_computation': 'tff.learning.algorithms.build_personalization_eval_computation is missing',
