@@ -111,6 +111,10 @@ class Piece:
       raise errors.InvalidTypeError(
           f'Piece {self.name!r} takes {len(self.input_specs)} '
           f'arguments {self.input_signature()}, got {len(args)}.')
+    # Named parts go by name: an OrderedDict for a namedtuple (the state as
+    # TFF 0.87 gives it back from Python) is its fields, not sorted keys.
+    args = tuple(ft.by_name(spec, arg)
+                 for spec, arg in zip(self.input_specs, args))
     if self._empty_result is not None and _fits(self.input_specs, args):
       return self._empty_result[0]
     if self._takes_datasets and _has_elements(self.input_specs, args):
@@ -295,7 +299,9 @@ class CanonicalForm:
                client_state_init: 'Piece | None' = None, name: str = 'form',
                description: str = '', encoders: dict | None = None,
                secure_parameters: 'Piece | None' = None,
-               secure_sums: Sequence[secure_sums_lib.SecureSum] = ()):
+               secure_sums: Sequence[secure_sums_lib.SecureSum] = (),
+               parameter_labels: Sequence[str] = (),
+               result_labels: Sequence[str] = ()):
     self.initialize = initialize
     self.prepare = prepare
     self.work = work
@@ -310,6 +316,11 @@ class CanonicalForm:
     self.name = name
     self.description = description
     self.encoders = dict(encoders or {})
+    # The names of the round's parameters and results (`state`,
+    # `client_data`; `state`, `metrics`), where it names them: TFF's form
+    # type and labels show them. Empty for a round that does not.
+    self.parameter_labels = tuple(parameter_labels)
+    self.result_labels = tuple(result_labels)
     self._check_types()
 
   @property
@@ -534,7 +545,8 @@ class CanonicalForm:
   def type_signature(self):
     """TFF's type of the round the form runs: `(<S@SERVER,{D}@CLIENTS> ->
     <S@SERVER,X@SERVER>)`, with the client state and the per-client outputs
-    where the form has them (unnamed: a form keeps no parameter names)."""
+    where the form has them; its parts named as the round names them
+    (`<state=...,client_data=...>`), where it does."""
     s = ft.server(self.state_spec)
     parameter = [s, ft.clients(self.client_data_spec)]
     result = [s, ft.server(self.update.output_spec[1])]
@@ -543,7 +555,18 @@ class CanonicalForm:
       result.append(ft.clients(self.client_state_spec))
     if self.has_client_outputs:
       result.append(ft.clients(self.client_output_spec))
-    return ft.FunctionType(tuple(parameter), tuple(result))
+    return ft.FunctionType(_labelled(parameter, self.parameter_labels),
+                           _labelled(result, self.result_labels))
+
+  @property
+  def server_state_label(self):
+    """The name of the round's server state parameter (None if unnamed)."""
+    return (self.parameter_labels or (None,))[0]
+
+  @property
+  def client_data_label(self):
+    """The name of the round's client data parameter (None if unnamed)."""
+    return (self.parameter_labels or (None, None))[1]
 
   @property
   def securely_aggregates_tensors(self):
@@ -631,6 +654,14 @@ class CanonicalForm:
     if print_fn is not None:
       print_fn(text)
     return text
+
+
+def _labelled(parts, labels):
+  """`parts` as a struct named by `labels`, or unnamed where the labels do
+  not name every part."""
+  if len(labels) == len(parts) and all(labels):
+    return ft.parameter_of(tuple(parts), list(labels))
+  return tuple(parts)
 
 
 # TFF 0.87's name for the form (`tff.backends.mapreduce.MapReduceForm`).

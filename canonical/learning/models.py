@@ -6,6 +6,7 @@ a fresh model with a fixed input shape; `num_classes` sizes the last layer
 
 import keras
 
+from canonical.learning.functional_from_keras import functional_model_from_keras
 from canonical.learning.keras_model import from_keras_model
 from canonical.learning.model import BatchOutput
 from canonical.learning.model import FunctionalModel
@@ -20,20 +21,6 @@ __all__ = [
     'cnn_28x28', 'from_keras_model', 'functional_model_from_keras',
     'small_8x8', 'weights_type_from_model',
 ]
-
-
-def functional_model_from_keras(keras_model, loss_fn, input_spec,
-                                metrics_constructor=None):
-  """TFF's `functional_model_from_keras`: `keras_model` (a model, or a
-  no-argument function making one) as a `FunctionalModel`; `metrics_constructor`
-  returns the Keras metrics (a dict of name -> metric, or a list)."""
-  if callable(keras_model) and not isinstance(keras_model, keras.Model):
-    keras_model = keras_model()
-  metrics = metrics_constructor() if metrics_constructor else None
-  if isinstance(metrics, dict):
-    metrics = list(metrics.values())
-  return from_keras_model(keras_model, loss=loss_fn, input_spec=input_spec,
-                          metrics=metrics)
 
 
 class VariableModel:

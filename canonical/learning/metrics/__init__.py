@@ -19,6 +19,15 @@ Names are imported on first use.
 from canonical import _lazy
 
 __getattr__, __dir__ = _lazy.module_getattr(globals(), {
+    'canonical.learning.metrics.aggregators': (
+        'secure_sum_then_finalize', 'sum_then_finalize'),
+    'canonical.learning.metrics.sum_factories': (
+        'SecureSumFactory', 'SumThenFinalizeFactory',
+        'create_default_secure_sum_quantization_ranges'),
+    'canonical.learning.metrics.counters': (
+        'NumBatchesCounter', 'NumExamplesCounter'),
+    'canonical.learning.metrics.functional_metrics': (
+        'create_functional_metric_fns',),
     'canonical.learning.metrics.types': (
         'FunctionalMetricFinalizersType', 'MetricFinalizersType',
         'MetricsAggregatorType'),

@@ -131,6 +131,8 @@ def _check(initial_model_weights_fn, distributor, client_work, aggregator,
   weights = specs.plain(initial_model_weights_fn.result_spec)
   at_server = ft.server(weights)
   distributed = measured.result_type(distributor.next).result
+  # A ClientResult: (update, update_weight), by position (a type's field
+  # named `update` may be shadowed by a method of the type).
   worked = checks.member(measured.result_type(client_work.next).result)
   aggregated = measured.result_type(aggregator.next).result
   finalized = measured.result_type(finalizer.next).result
@@ -139,9 +141,9 @@ def _check(initial_model_weights_fn, distributor, client_work, aggregator,
        'the distributor takes', 'the initial model weights are'),
       (client_work.next.parameter_types[1], distributed,
        'the client work takes', 'the distributor gives'),
-      (aggregator.next.parameter_types[1].member, worked.update,
+      (aggregator.next.parameter_types[1].member, worked[0],
        'the aggregator takes', 'the client work\'s update is'),
-      (aggregator.next.parameter_types[2].member, worked.update_weight,
+      (aggregator.next.parameter_types[2].member, worked[1],
        'the aggregator\'s weight is', 'the client work\'s update_weight is'),
       (finalizer.next.parameter_types[1], at_server,
        'the finalizer takes the weights as', 'the initial model weights are'),

@@ -19,12 +19,15 @@ from canonical.core import computations
 from canonical.core import intrinsics
 from canonical.core import specs
 from canonical.core import types as ft
-from canonical.learning import evaluation
+from canonical.learning import loop_builder
 from canonical.learning import model as model_lib
 from canonical.learning import model_fns
 from canonical.learning.client_update import client_update
+from canonical.learning.metrics import aggregators as metrics_aggregators
 from canonical.learning.templates import client_works
 from canonical.templates import measured
+
+_REDUCE = loop_builder.LoopImplementation.DATASET_REDUCE
 
 
 class ClientWeighting(enum.Enum):
@@ -84,32 +87,50 @@ def refuse_metrics_aggregator(metrics_aggregator, who):
         '(TFF\'s default, sum_then_finalize).')
 
 
+def check_metrics_aggregator(metrics_aggregator, who):
+  """`metrics_aggregator`, or TFF's default `sum_then_finalize` for None:
+  a function of the model's metric finalizers (and, unused, the unfinalized
+  metrics' type) returning the federated aggregation of the unfinalized
+  metrics at CLIENTS into finalized metrics at SERVER."""
+  if metrics_aggregator is None:
+    return metrics_aggregators.sum_then_finalize
+  if not callable(metrics_aggregator):
+    raise errors.InvalidTypeError(
+        f'{who}: metrics_aggregator must be a function such as '
+        'tff.learning.metrics.sum_then_finalize, got '
+        f'{type(metrics_aggregator).__name__}.')
+  return metrics_aggregator
+
+
 def build_model_delta_client_work(model_fn, optimizer, client_weighting,
                                   metrics_aggregator=None, *,
-                                  loop_implementation=None):
-  """TFF's FedAvg client work: `model_fn` gives our `FunctionalModel`
-  (TFF's gives a VariableModel); `optimizer` a `tff.learning.optimizers.
-  Optimizer`, whose hyperparameters are the process's state (get_hparams /
-  set_hparams), broadcast to the clients every round."""
-  del loop_implementation  # Clients always loop with Dataset.reduce here.
+                                  loop_implementation=_REDUCE):
+  """TFF's FedAvg client work: `model_fn` gives the model (see
+  `model_fns.functional_model_of`); `optimizer` a `tff.learning.
+  optimizers.Optimizer`, whose hyperparameters are the process's state
+  (get_hparams / set_hparams), broadcast to the clients every round;
+  `metrics_aggregator` aggregates the training metrics (default
+  `tff.learning.metrics.sum_then_finalize`)."""
   who = 'build_model_delta_client_work'
-  refuse_metrics_aggregator(metrics_aggregator, who)
+  loop_builder.check_loop_implementation(loop_implementation, who)
+  metrics_aggregator = check_metrics_aggregator(metrics_aggregator, who)
   check_weighting(client_weighting, who)
   model = model_fns.functional_model_of(model_fn, who)
   optimizer = model_fns.optimizer_of(optimizer, f'{who}: optimizer')
-  return client_work_of(model, training_step(optimizer), client_weighting)
+  return client_work_of(model, training_step(optimizer), client_weighting,
+                        metrics_aggregator)
 
 
 def build_functional_model_delta_client_work(*, model, optimizer,
                                              client_weighting,
                                              metrics_aggregator=None,
-                                             loop_implementation=None):
+                                             loop_implementation=_REDUCE):
   """TFF's client work for a `FunctionalModel` itself: as
   `build_model_delta_client_work`, but stateless: the optimizer trains
   with the hyperparameters it was built with."""
-  del loop_implementation
   who = 'build_functional_model_delta_client_work'
-  refuse_metrics_aggregator(metrics_aggregator, who)
+  loop_builder.check_loop_implementation(loop_implementation, who)
+  metrics_aggregator = check_metrics_aggregator(metrics_aggregator, who)
   check_weighting(client_weighting, who)
   if not isinstance(model, model_lib.FunctionalModel):
     raise errors.InvalidTypeError(
@@ -118,13 +139,18 @@ def build_functional_model_delta_client_work(*, model, optimizer,
   optimizer = model_fns.optimizer_of(optimizer, f'{who}: optimizer')
   return client_work_of(model, training_step(optimizer,
                                              hparams_in_state=False),
-                        client_weighting)
+                        client_weighting, metrics_aggregator)
 
 
-def client_work_of(model, step, client_weighting):
+def client_work_of(model, step, client_weighting, metrics_aggregator=None):
   """The `ClientWorkProcess` running `step` (a `ClientStep`) at each client
   on the model it is sent; its measurements are TFF's
-  `OrderedDict(train=metrics)`."""
+  `OrderedDict(train=metrics)`: the clients' unfinalized metrics
+  (`model.unfinalized_metrics`; a client whose update was dropped sends the
+  initial ones, as in TFF) aggregated by `metrics_aggregator` (default
+  `sum_then_finalize`)."""
+  metrics_aggregator = check_metrics_aggregator(metrics_aggregator,
+                                                'client work')
   weights_type = specs.plain(model.weights_spec)
   trainable_specs = weights_type.trainable
   data_type = tf.data.DatasetSpec(model.batch_spec)
@@ -138,17 +164,24 @@ def client_work_of(model, step, client_weighting):
 
   def train(hparams, weights, dataset):
     update, num_examples, sums = step.run(model, dataset, weights, hparams)
+    dropped = sums.get('non_finite_updates', tf.constant(0.0))
     if by_examples:
       weight = num_examples  # Zero for a client whose update was dropped.
     else:
-      weight = 1.0 - sums.get('non_finite_updates', tf.constant(0.0))
-    return client_works.ClientResult(update, weight), sums
+      weight = 1.0 - dropped
+    unfinalized = model.unfinalized_metrics(sums)
+    initial = model.unfinalized_metrics(
+        dict(model.zero_metrics(), num_batches=tf.constant(0.0)))
+    unfinalized = tf.nest.map_structure(
+        lambda first, last: tf.where(dropped > 0.0, first, last), initial,
+        unfinalized)
+    return client_works.ClientResult(update, weight), unfinalized
 
   train_tf = specs.tf_computation(train, state_type, weights_type,
                                   data_type)
-  sums_type = specs.plain(train_tf.result_spec)[1]
-  finish_tf = specs.tf_computation(
-      lambda sums: evaluation.reported_metrics(model, sums), sums_type)
+  unfinalized_type = specs.plain(train_tf.result_spec)[1]
+  aggregate_metrics = metrics_aggregator(model.metric_finalizers(),
+                                         unfinalized_type)
 
   @computations.federated_computation()
   def init_fn():
@@ -160,9 +193,8 @@ def client_work_of(model, step, client_weighting):
     hparams = intrinsics.federated_broadcast(state)
     result = intrinsics.federated_map(train_tf,
                                       (hparams, weights, client_data))
-    sums = intrinsics.federated_sum(result[1])
     measurements = intrinsics.federated_zip(collections.OrderedDict(
-        train=intrinsics.federated_map(finish_tf, sums)))
+        train=aggregate_metrics(result[1])))
     return measured.MeasuredProcessOutput(state, result[0], measurements)
 
   if not step.hparams:
