@@ -153,4 +153,6 @@ def emit(process, plan, name, description='', encoders=None):
                             'client_state_initializer\'s result'), ())
   return form_lib.CanonicalForm(
       name=name, description=description, encoders=encoders,
-      secure_sums=[lowering.entry for lowering in secure], **pieces)
+      secure_sums=[lowering.entry for lowering in secure],
+      parameter_labels=[p.name or '' for p in params],
+      result_labels=getattr(graph.result, '_fields', ()), **pieces)

@@ -46,7 +46,9 @@ def to_proto(form):
       producer_version=_producer_version(),
       tensorflow_version=tf.__version__, name=form.name,
       description=form.description,
-      pieces=[graph_piece.export_piece(p) for p in form.pieces.values()])
+      pieces=[graph_piece.export_piece(p) for p in form.pieces.values()],
+      parameter_labels=form.parameter_labels,
+      result_labels=form.result_labels)
   for tensor, encoder in form.encoders.items():
     proto.encoders.add(tensor=str(tensor), encoder=str(encoder))
   for entry in form.secure_sums:
@@ -109,7 +111,9 @@ def from_bytes(data: bytes, where: str = 'form', allow_ops: Iterable[str] = (),
     form = form_lib.CanonicalForm(
         name=proto.name, description=proto.description,
         encoders={e.tensor: e.encoder for e in proto.encoders},
-        secure_sums=[_secure_sum(s) for s in proto.secure_sums], **pieces)
+        secure_sums=[_secure_sum(s) for s in proto.secure_sums],
+        parameter_labels=proto.parameter_labels,
+        result_labels=proto.result_labels, **pieces)
   except FormError as e:
     raise FormError(f'{where}: {e}') from None
   for what, field, bits in (

@@ -38,8 +38,9 @@ class BroadcastForm:
       print_fn(f'{label:<22}: {comp.type_signature}')
 
 
-def get_broadcast_form_for_computation(comp, grappler_config=None, *,
-                                       tff_internal_preprocessing=None):
+def get_broadcast_form_for_computation(
+    comp, grappler_config=form_utils.GRAPPLER_DEFAULT_CONFIG, *,
+    tff_internal_preprocessing=None):
   """The `BroadcastForm` of `comp`; raises `FederatedError` naming why it
   has none (its signature, an aggregation, a value no form can send)."""
   where = 'get_broadcast_form_for_computation'

@@ -12,6 +12,8 @@ given a whole `IterativeProcess` instead, the form has its real initialize,
 as `canonical.compile` gives it.
 """
 
+import collections
+
 import tensorflow as tf
 
 from canonical import compiler
@@ -27,9 +29,15 @@ _ZEROS_NOTE = ('made from the round alone: initialize gives zeros of S; '
                'start from get_state_initialization_computation(initialize)()')
 
 
+# TFF's default Grappler configuration is a ConfigProto; any ConfigProto is
+# accepted and has no effect here (the pieces are traced tf.functions, which
+# TensorFlow optimizes when it runs them).
+GRAPPLER_DEFAULT_CONFIG = tf.compat.v1.ConfigProto()
+
+
 def get_map_reduce_form_for_computation(
-    comp, grappler_config=None, *, tff_internal_preprocessing=None
-) -> form_lib.MapReduceForm:
+    comp, grappler_config=GRAPPLER_DEFAULT_CONFIG, *,
+    tff_internal_preprocessing=None) -> form_lib.MapReduceForm:
   """The form of `comp`, a federated computation of TFF's MapReduce shape
   (or, beyond TFF, an `IterativeProcess`: then with its initialize, and its
   client state if it keeps one). Raises `FederatedError` naming why the
@@ -57,11 +65,13 @@ def check_computation_compatible_with_map_reduce_form(
   return graph
 
 
-def get_state_initialization_computation(initialize_computation,
-                                         grappler_config=None):
+def get_state_initialization_computation(
+    initialize_computation, grappler_config=GRAPPLER_DEFAULT_CONFIG):
   """The tf_computation `( -> S)` making the first server state, from a
   federated `initialize` of type `( -> S@SERVER)` (or, beyond TFF, a
-  tf_computation with no parameter, which is that already)."""
+  tf_computation with no parameter, which is that already). As TFF's, it
+  gives the state in OrderedDicts and tuples (the pieces, a process's
+  `next` and its tf_computations take those for its own classes)."""
   where = 'get_state_initialization_computation'
   check_options(where, grappler_config, None)
   comp = initialize_computation
@@ -78,8 +88,10 @@ def get_state_initialization_computation(initialize_computation,
           f'{comp.type_signature}; initialize must take no parameter and '
           'return the server state placed at SERVER, ( -> S@SERVER).')
     server, _ = iterative_process.initialize_at_server(comp, comp.location)
+    make_state = server.python_function
     initialize = computations.TFComputation(
-        server.python_function, (), name=comp.name, location=comp.location)
+        lambda: as_tff_containers(make_state()), (), name=comp.name,
+        location=comp.location)
     for op, computation in compiler.computations_of(comp.trace()):
       computation.check_pure(used_by=f'{op.describe()} in initialize')
     return initialize
@@ -93,14 +105,28 @@ def get_state_initialization_computation(initialize_computation,
       f'{naming.describe_object(initialize_computation)}.')
 
 
+def as_tff_containers(value):
+  """`value` in the containers TFF 0.87 gives a computation's result in once
+  it is lowered to TensorFlow: OrderedDicts for named parts (a namedtuple
+  such as the learning state, a dict), tuples for unnamed ones."""
+  if isinstance(value, dict):
+    return collections.OrderedDict(
+        (k, as_tff_containers(v)) for k, v in value.items())
+  fields = getattr(value, '_fields', None)
+  if isinstance(value, tuple) and fields is not None:
+    return collections.OrderedDict(
+        (k, as_tff_containers(v)) for k, v in zip(fields, value))
+  if isinstance(value, (list, tuple)):
+    return tuple(as_tff_containers(v) for v in value)
+  return value
+
+
 def check_options(where, grappler_config, preprocessing):
   if grappler_config is not None and not isinstance(
       grappler_config, tf.compat.v1.ConfigProto):
     raise errors.InvalidTypeError(
         f'{where}: grappler_config must be a tf.compat.v1.ConfigProto, got '
         f'{naming.describe_object(grappler_config)}.')
-  # A ConfigProto is accepted and has no effect: pieces are traced
-  # tf.functions, which TensorFlow optimizes when it runs them.
   if preprocessing is not None:
     raise errors.InvalidValueError(
         f'{where}: tff_internal_preprocessing transforms TFF\'s internal '

@@ -44,11 +44,11 @@ def test_the_round_and_its_initialize_lower_separately_and_run():
   mrf = mapreduce.get_map_reduce_form_for_computation(next_round)
   assert isinstance(mrf, mapreduce.MapReduceForm)
   assert isinstance(mrf, mapreduce.CanonicalForm)  # The older name.
-  # TFF 0.87 names the parameters (<state=...,data=...>); a form does not
-  # keep them.
+  # As TFF 0.87 names them: the round's parameters.
   assert str(mrf.type_signature) == (
-      '(<float32@SERVER,{float32}@CLIENTS> -> '
+      '(<state=float32@SERVER,data={float32}@CLIENTS> -> '
       '<float32@SERVER,float32@SERVER>)')
+  assert (mrf.server_state_label, mrf.client_data_label) == ('state', 'data')
   for name in ('prepare', 'work', 'zero', 'accumulate', 'merge', 'report',
                'update'):
     assert isinstance(getattr(mrf, name), tff.Piece), name
@@ -351,7 +351,7 @@ def test_a_round_keeping_client_state_compiles_from_its_process():
       init, counting, client_state_initializer=no_count)
   mrf = mapreduce.get_map_reduce_form_for_computation(process)
   assert str(mrf.type_signature) == (
-      '(<float32@SERVER,{float32}@CLIENTS,{int32}@CLIENTS> -> '
-      '<float32@SERVER,float32@SERVER,{int32}@CLIENTS>)')
+      '(<state=float32@SERVER,data={float32}@CLIENTS,count={int32}@CLIENTS> '
+      '-> <float32@SERVER,float32@SERVER,{int32}@CLIENTS>)')
   _, total, counts = tff.run_round(mrf, np.float32(1.0), DATA)
   assert total == 3.0 and list(counts) == [1, 1]

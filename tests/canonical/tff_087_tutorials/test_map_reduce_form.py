@@ -13,12 +13,6 @@ What differs, by design or as a gap:
 * The form's pieces are our `Piece`s (pure TensorFlow functions) with a
   TFF `type_signature`; C is TFF's, but U carries our metric sums, not
   TFF's Keras metric variables. Strict xfail: `test_work_sends_tffs_u`.
-* `MapReduceForm.type_signature` leaves the round's parts unnamed where TFF
-  names them `state=`, `client_data=`, `metrics=` (`canonical/form.py`,
-  `type_signature`). Strict xfail.
-* `get_state_initialization_computation(initialize)()` gives the state in
-  its Python classes (`LearningAlgorithmState`); TFF 0.87's gives
-  OrderedDicts. Strict xfail.
 * `get_computation_for_map_reduce_form` rebuilds rounds without secure sums,
   client state or per-client outputs; a form with them runs as a form
   (`tff.run_round`, the Beam runner), and asking is refused by name.
@@ -200,18 +194,22 @@ def test_a_form_with_secure_sums_is_run_as_a_form():
       'secure_upper_threshold']) == pytest.approx(100.0)
 
 
-@pytest.mark.xfail(strict=True, raises=TypeError, reason=(
-    'canonical/backends/mapreduce/form_utils.py gives the first state in '
-    'its Python classes (LearningAlgorithmState); TFF 0.87 gives '
-    'OrderedDicts. Converting is not enough: a tf_computation called with '
-    'OrderedDicts where it takes a NamedTuple binds by sorted keys '
-    '(get_model_weights fails: Can not cast TensorSpec)'))
 def test_the_first_state_comes_back_in_ordered_dicts():
   ip = construct_example_training_comp()
   state = tff.backends.mapreduce.get_state_initialization_computation(
       ip.initialize)()
   assert state['client_work']['learning_rate'] == np.float32(0.1)
   assert state['finalizer']['learning_rate'] == np.float32(1.0)
+  # As TFF 0.87 gives it: OrderedDicts, and tuples for unnamed parts.
+  assert type(state) is collections.OrderedDict
+  assert isinstance(state['global_model_weights']['trainable'], tuple)
+  assert state['distributor'] == ()
+  # The process, its form and its tf_computations take it in those.
+  np.testing.assert_array_equal(ip.get_model_weights(state).trainable[1],
+                                [0.0, 0.0])
+  form = tff.backends.mapreduce.get_map_reduce_form_for_computation(ip.next)
+  new_state, _ = tff.run_round(form, state, client_datasets)
+  assert ip.next(state, client_data).state.finalizer == new_state.finalizer
 
 
 def test_the_pieces_have_type_signatures():
@@ -238,12 +236,11 @@ def test_work_sends_tffs_u():
       'float32[2]>,float32>,<>,<>,<>>)')
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    'canonical/form.py: MapReduceForm.type_signature leaves the parameter '
-    'and result unnamed; TFF names them as the round does'))
 def test_the_form_type_signature_names_the_rounds_parts():
   ip = construct_example_training_comp()
   cf = tff.backends.mapreduce.get_map_reduce_form_for_computation(ip.next)
   assert str(cf.type_signature) == (
       f'(<state={STATE_TYPE}@SERVER,client_data={DATA_TYPE}> -> '
       f'<state={STATE_TYPE}@SERVER,metrics={METRICS_TYPE}@SERVER>)')
+  assert (cf.server_state_label, cf.client_data_label) == ('state',
+                                                           'client_data')
