@@ -16,13 +16,16 @@ from tensorflow.python.util import nest
 from canonical.core import context
 from canonical.core import dataset_seeds
 from canonical.core import ir
+from canonical.core import local_variables
 from canonical.core import naming
 from canonical.core import types as ft
 from canonical import errors
 from encoders.core import seeds
 
 _STATEFUL_RANDOM = 'draws stateful random numbers (use tf.random.stateless_*)'
-_VARIABLE = 'uses a variable (pass state in and out as tensors)'
+_VARIABLE = ('uses a variable made outside the computation (one it makes '
+             'itself is lowered into values; pass an outside value in as a '
+             'parameter)')
 _PYTHON = 'calls Python (tf.py_function / tf.numpy_function)'
 _MUTABLE_TABLE = 'uses a mutable hash table'
 _FILE_WRITE = 'writes files'
@@ -114,9 +117,25 @@ def _func_graphs(graph):
         stack.append(inner)
 
 
-def impure_ops(concrete_function):
+def op_locator(graph):
+  """`where(op type, node name)`: the user's line that made that op of
+  `graph` or of a function it calls (None where unknown)."""
+  located = {}
+  for g in _func_graphs(graph):
+    for op in g.get_operations():
+      located.setdefault((op.type, op.name), op)
+
+  def where(op_type, name):
+    op = located.get((op_type, name))
+    return naming.location_of_tf_op(op) if op is not None else None
+
+  return where
+
+
+def impure_ops(concrete_function, traced_graph=None):
   """Every forbidden op of a concrete function (library included), and every
-  dataset shuffle or sample without a seed, located."""
+  dataset shuffle or sample without a seed, located (in `traced_graph`, the
+  graph as the user's code traced it, if the function is a rewrite of it)."""
   graph_def = concrete_function.graph.as_graph_def()
   reasons = {(t, n): forbidden_reason(t)
              for t, n in graph_op_types(concrete_function, graph_def)
@@ -125,36 +144,11 @@ def impure_ops(concrete_function):
     reasons[found] = dataset_seeds.UNSEEDED
   if not reasons:
     return []
-  located = {}
-  for graph in _func_graphs(concrete_function.graph):
-    for op in graph.get_operations():
-      if (op.type, op.name) in reasons:
-        located.setdefault((op.type, op.name), naming.location_of_tf_op(op))
-  found = [Impurity(t, n, reason, located.get((t, n)))
+  where = op_locator(traced_graph or concrete_function.graph)
+  found = [Impurity(t, n, reason, where(t, n))
            for (t, n), reason in reasons.items()]
   # The located ones first: they name the user's line.
   return sorted(found, key=lambda i: i.location is None)
-
-
-class _VariableCreated(Exception):
-  pass
-
-
-def _refuse_variables(refusals, name, location):
-  """A variable creator that records where a variable was made, and fails."""
-
-  def creator(next_creator, **kwargs):
-    del next_creator  # Never creates anything.
-    # A NoOp made here: its traceback holds the line that made the variable.
-    site = naming.location_of_tf_op(tf.raw_ops.NoOp())
-    refusals.append(errors.FederatedError(
-        f'tf_computation {name!r} defined at {location} is not pure: it '
-        f'creates a variable ({kwargs.get("name") or "tf.Variable"})'
-        f'{f" at {site}" if site else ""}. Pieces of the canonical form must '
-        'be pure functions: pass state in and out as tensors.'))
-    raise _VariableCreated()
-
-  return creator
 
 
 class Computation(abc.ABC):  # pylint: disable=too-few-public-methods
@@ -178,6 +172,7 @@ class TFComputation(Computation):
         for spec in parameter_specs)
     self.location = location or naming.user_location()
     self._concrete = None
+    self._traced_graph = None  # As traced, before variables were lowered.
     self._result_spec = None
     self._impurities = None
 
@@ -192,25 +187,34 @@ class TFComputation(Computation):
 
   def concrete_function(self):
     if self._concrete is None:
-      refusals = []
-      refuse = _refuse_variables(refusals, self.name, self.location)
       fn = self._fn
+      made = []
 
       def traced(*args):
         # Encoders draw no stateful noise inside a piece (encoders/core/seeds.py).
-        with tf.variable_creator_scope(refuse), seeds.pure_randomness():
+        with local_variables.creating_local_variables() as variables, \
+            seeds.pure_randomness():
+          made.append(variables)
           return fn(*args)
 
       function = tf.function(traced, input_signature=list(
           self._parameter_specs), autograph=True)
       try:
-        self._concrete = function.get_concrete_function()
+        concrete = function.get_concrete_function()
+        self._traced_graph = concrete.graph
+        if made and made[0]:  # Variables of this call: lowered into values.
+          concrete = local_variables.lower(
+              concrete, list(self._parameter_specs),
+              op_locator(concrete.graph))
+      except local_variables.Unsupported as e:
+        raise local_variables.Unsupported(
+            f'tf_computation {self.name!r} defined at {self.location}: '
+            f'{e}') from None
       except Exception as e:  # Name the user's computation on any trace error.
-        if refusals:
-          raise refusals[0] from None
         raise errors.FederatedError(
             f'tf_computation {self.name!r} defined at {self.location} failed '
             f'to trace: {type(e).__name__}: {e}') from e
+      self._concrete = concrete
     return self._concrete
 
   @property
@@ -224,7 +228,8 @@ class TFComputation(Computation):
   def impurities(self):
     """The forbidden ops of this computation's graph (cached)."""
     if self._impurities is None:
-      self._impurities = impure_ops(self.concrete_function())
+      self._impurities = impure_ops(self.concrete_function(),
+                                    self._traced_graph)
     return self._impurities
 
   def check_pure(self, used_by=None):
