@@ -27,6 +27,10 @@ def functional_model_of(model_fn, who):
   model = model_fn()
   if isinstance(model, model_lib.FunctionalModel):
     return model
+  pure = getattr(model, 'functional_model', None)  # model_from_functional's
+  if isinstance(model, models.VariableModel) and isinstance(
+      pure, model_lib.FunctionalModel):
+    return pure
   if isinstance(model, models.VariableModel):
     raise errors.InvalidTypeError(
         f'{who}: model_fn returned {type(model).__qualname__}, a '

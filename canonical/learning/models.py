@@ -7,6 +7,8 @@ a fresh model with a fixed input shape; `num_classes` sizes the last layer
 import keras
 
 from canonical.learning.functional_from_keras import functional_model_from_keras
+from canonical.learning.functional_saving import load_functional_model
+from canonical.learning.functional_saving import save_functional_model
 from canonical.learning.keras_model import from_keras_model
 from canonical.learning.model import BatchOutput
 from canonical.learning.model import FunctionalModel
@@ -19,8 +21,17 @@ __all__ = [
     'BatchOutput', 'FunctionalModel', 'ModelWeights',
     'ReconstructionDatasetSplitFn', 'ReconstructionModel', 'VariableModel',
     'cnn_28x28', 'from_keras_model', 'functional_model_from_keras',
-    'small_8x8', 'weights_type_from_model',
+    'load_functional_model', 'model_from_functional',
+    'save_functional_model', 'small_8x8',
+    'weights_type_from_model',
 ]
+
+
+def model_from_functional(functional_model, metric_constructors=()):
+  """TFF's `model_from_functional`: `functional_model` as a `VariableModel`
+  with `metric_constructors`' Keras metrics (`model_from_functional.py`)."""
+  from canonical.learning import model_from_functional as lib  # pylint: disable=g-import-not-at-top
+  return lib.model_from_functional(functional_model, metric_constructors)
 
 
 class VariableModel:
