@@ -16,6 +16,9 @@ from canonical.core import computations
 from canonical.core import intrinsics
 from canonical.core import types as ft
 
+# Plain TensorFlow (no Python control flow over tensors): not for AutoGraph.
+_plain = tf.autograph.experimental.do_not_convert
+
 HLL_SKETCH_SIZE = 32  # Registers; strings hash to [0, 2**HLL_SKETCH_SIZE).
 HLL_BIT_INDEX_HEAD = 5  # log2(HLL_SKETCH_SIZE): the bits picking a register.
 HLL_BIT_INDEX_TAIL = HLL_SKETCH_SIZE - HLL_BIT_INDEX_HEAD
@@ -47,6 +50,7 @@ def build_client_hyperloglog_computation() -> computations.TFComputation:
 
   @computations.tf_computation(tf.data.DatasetSpec(tf.TensorSpec([],
                                                                  tf.int64)))
+  @_plain
   def client_hyperloglog(client_data):
     return client_data.reduce(tf.zeros([HLL_SKETCH_SIZE], tf.int64),
                               _add_hash)
@@ -63,12 +67,14 @@ def build_federated_secure_max_computation(
   depth = HLL_BIT_INDEX_TAIL + 1
 
   @computations.tf_computation(SKETCH_SPEC)
+  @_plain
   def one_hot_sketch(sketch):
     return tf.cast(tf.one_hot(tf.cast(sketch, tf.int32), depth,
                               dtype=tf.int64), tf.int32)
 
   @computations.tf_computation(tf.TensorSpec([HLL_SKETCH_SIZE, depth],
                                              tf.int32))
+  @_plain
   def maxes_from_one_hots(x):
     levels = tf.range(depth, dtype=tf.int64)[None, :]
     return tf.reduce_max(tf.cast(x > 0, tf.int64) * levels, axis=1)
@@ -90,11 +96,13 @@ def create_federated_hyperloglog_computation(
 
   @computations.tf_computation(tf.data.DatasetSpec(tf.TensorSpec([],
                                                                  tf.string)))
+  @_plain
   def hash_client_data(client_data):
     return client_data.map(
         lambda item: tf.strings.to_hash_bucket_fast(item, 2**HLL_SKETCH_SIZE))
 
   @computations.tf_computation(SKETCH_SPEC)
+  @_plain
   def estimate_count_from_sketch(sketch):
     z = 1 / tf.reduce_sum(0.5**tf.cast(sketch, tf.float64))
     return tf.cast(HLL_ALPHA * HLL_SKETCH_SIZE**2 * z, tf.int64)

@@ -14,6 +14,10 @@ import tensorflow as tf
 from canonical.core import naming
 from canonical import errors
 
+# Plain TensorFlow, with no Python control flow over tensors: AutoGraph,
+# converting user code that calls it, need not convert it too (seconds).
+_plain = tf.autograph.experimental.do_not_convert
+
 
 def _check_string_batches(dataset, where):
   if not isinstance(dataset, tf.data.Dataset):
@@ -62,6 +66,7 @@ def _concatenated(dataset, string_max_bytes, unique):
   return dataset.reduce(tf.constant([], tf.string), add)
 
 
+@_plain
 def get_all_elements(dataset: tf.data.Dataset,
                      string_max_bytes: Optional[int] = None):
   """Every element of every batch, in order, as one rank-1 tensor; strings
@@ -82,6 +87,7 @@ def _capped_dataset(dataset, max_user_contribution, batch_size, where):
   return dataset.take(max_user_contribution // batch_size)
 
 
+@_plain
 def get_capped_elements(dataset: tf.data.Dataset, max_user_contribution: int,
                         batch_size: int = 1,
                         string_max_bytes: Optional[int] = None):
@@ -95,6 +101,7 @@ def get_capped_elements(dataset: tf.data.Dataset, max_user_contribution: int,
       string_max_bytes)
 
 
+@_plain
 def get_capped_elements_with_counts(dataset: tf.data.Dataset,
                                     max_user_contribution: int,
                                     batch_size: int = 1,
@@ -108,6 +115,7 @@ def get_capped_elements_with_counts(dataset: tf.data.Dataset,
       string_max_bytes)
 
 
+@_plain
 def get_unique_elements(dataset: tf.data.Dataset,
                         string_max_bytes: Optional[int] = None):
   """The distinct elements, in order of first appearance."""
@@ -117,6 +125,7 @@ def get_unique_elements(dataset: tf.data.Dataset,
   return _concatenated(dataset, string_max_bytes, unique=True)
 
 
+@_plain
 def get_unique_elements_with_counts(dataset: tf.data.Dataset,
                                     string_max_bytes: Optional[int] = None
                                     ) -> tuple[tf.Tensor, tf.Tensor]:
@@ -131,6 +140,7 @@ def get_unique_elements_with_counts(dataset: tf.data.Dataset,
   return elements, counts
 
 
+@_plain
 def get_top_elements_with_counts(dataset: tf.data.Dataset,
                                  max_user_contribution: int,
                                  string_max_bytes: Optional[int] = None
@@ -150,6 +160,7 @@ def get_top_elements_with_counts(dataset: tf.data.Dataset,
                  lambda: (elements, counts))
 
 
+@_plain
 def get_top_elements(dataset: tf.data.Dataset, max_user_contribution: int,
                      string_max_bytes: Optional[int] = None):
   """The `max_user_contribution` most frequent distinct elements, each
@@ -158,6 +169,7 @@ def get_top_elements(dataset: tf.data.Dataset, max_user_contribution: int,
                                       string_max_bytes)[0]
 
 
+@_plain
 def get_top_multi_elements(dataset: tf.data.Dataset,
                            max_user_contribution: int,
                            string_max_bytes: Optional[int] = None):
@@ -168,6 +180,7 @@ def get_top_multi_elements(dataset: tf.data.Dataset,
   return tf.repeat(elements, counts)
 
 
+@_plain
 def to_stacked_tensor(ds: tf.data.Dataset):
   """The dataset's elements stacked along a new first axis, structure kept
   (the inverse of `tf.data.Dataset.from_tensor_slices`); every element

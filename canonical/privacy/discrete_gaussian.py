@@ -10,14 +10,17 @@ point, so it is close to, not exactly, the discrete Gaussian: research
 grade, not audited.
 """
 
+import numpy as np
 import tensorflow as tf
 
 from encoders.core import seeds
 
+_TINY = float(np.finfo(np.float64).tiny)  # Uniforms in (0, 1): log is finite.
+
 
 def _uniform(shape, seed):
   """Uniform float64 in (0, 1)."""
-  return tf.random.stateless_uniform(shape, seed, minval=tf.float64.tiny,
+  return tf.random.stateless_uniform(shape, seed, minval=_TINY,
                                      maxval=1.0, dtype=tf.float64,
                                      alg=seeds.ALGORITHM)
 

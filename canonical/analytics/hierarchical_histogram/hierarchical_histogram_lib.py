@@ -50,6 +50,9 @@ from canonical.templates import iterative_process
 from encoders.core import seeds
 from encoders.stages import clipping as dp_clipping
 
+# Plain TensorFlow (no Python control flow over tensors): not for AutoGraph.
+_plain = tf.autograph.experimental.do_not_convert
+
 NO_NOISE = 'no-noise'
 CENTRAL_GAUSSIAN = 'central-gaussian'
 DISTRIBUTED_DISCRETE_GAUSSIAN = 'distributed-discrete-gaussian'
@@ -204,6 +207,7 @@ def build_hierarchical_histogram_process(
   timestamp_spec = tf.TensorSpec([], tf.int64)
 
   @computations.tf_computation
+  @_plain
   def initialize():
     empty_splits = np.zeros_like(splits)
     empty_splits[-1] = size
@@ -213,10 +217,12 @@ def build_hierarchical_histogram_process(
         tf.constant(0, tf.int64))
 
   @computations.tf_computation(timestamp_spec)
+  @_plain
   def round_seed(timestamp):
     return seeds.fold_in(seeds.initial_seed(secret), timestamp)
 
   @computations.tf_computation(RECORDS_TYPE, seed_spec)
+  @_plain
   def client_work(records, seed):
     histogram = _histogram_of(records, lower_bound, upper_bound, num_bins)
     clipped = clipping.clip(clip_mechanism, histogram, max_records_per_user,
@@ -226,11 +232,13 @@ def build_hierarchical_histogram_process(
 
   @computations.tf_computation(tf.TensorSpec([size], mechanism.dtype),
                                seed_spec)
+  @_plain
   def finish(total, seed):
     return tree.as_ragged_struct(mechanism.finish(total, seed), num_bins,
                                  arity)
 
   @computations.tf_computation
+  @_plain
   def now():
     return tf.cast(tf.timestamp(), tf.int64)
 

@@ -25,6 +25,10 @@ import tensorflow as tf
 from canonical import errors
 from encoders.utils import tf_utils
 
+# Plain TensorFlow, with no Python control flow over tensors: AutoGraph,
+# converting user code that calls it, need not convert it too (seconds).
+_plain = tf.autograph.experimental.do_not_convert
+
 _DEFAULT_DTYPE = tf.int64
 _BITS_PER_BYTE = 8
 
@@ -112,6 +116,7 @@ class UTF8Chunker(Chunker):
         tf.ones([], self._dtype),
         tf.range(self._bytes_per_chunk, dtype=self._dtype) * _BITS_PER_BYTE)
 
+  @_plain
   def encode_tensorflow(self, input_strings):
     """Chunks of the first `num_chunks * bytes_per_chunk` bytes of each
     string, and those bytes as strings (zero bytes dropped)."""
@@ -125,6 +130,7 @@ class UTF8Chunker(Chunker):
                   tf.cast(string_bytes, tf.int32)), axis=1)
     return chunks, trimmed
 
+  @_plain
   def decode_tensorflow(self, encoded_chunks):
     chunks = tf.reshape(tf.cast(encoded_chunks, self._dtype),
                         [-1, self._num_chunks, 1])
@@ -179,6 +185,7 @@ class BinaryChunker(Chunker):
   def get_num_chunks(self):
     return self._num_data_chunks + 1
 
+  @_plain
   def encode_tensorflow(self, input_strings):
     trimmed = tf.strings.substr(input_strings, 0, self._string_max_bytes,
                                 unit='BYTE')
@@ -195,6 +202,7 @@ class BinaryChunker(Chunker):
     header = tf.cast(lengths, self._dtype)[:, None]
     return tf.concat([header, data], axis=1), trimmed
 
+  @_plain
   def decode_tensorflow(self, encoded_chunks):
     chunks = tf.reshape(tf.cast(encoded_chunks, self._dtype),
                         [-1, self.get_num_chunks()])

@@ -11,6 +11,10 @@ import tensorflow as tf
 
 from canonical import errors
 
+# Plain TensorFlow, with no Python control flow over tensors: AutoGraph,
+# converting user code that calls it, need not convert it too (seconds).
+_plain = tf.autograph.experimental.do_not_convert
+
 _SEPARATOR = ';'
 
 
@@ -47,6 +51,7 @@ class RandomHyperEdgeHasher:
     self._repetitions = repetitions
     self._salts = _salts(seed, repetitions)
 
+  @_plain
   def get_hash_indices_tf(self, input_strings):
     """The `[n, repetitions, 3]` indices of the `[n]` strings."""
     return _sparse_indices([
@@ -82,6 +87,7 @@ class CoupledHyperEdgeHasher:
     bucket = tf.strings.to_hash_bucket_fast(strings, precision) % precision
     return tf.cast(bucket, tf.float32) / precision * (high - low) + low
 
+  @_plain
   def get_hash_indices_tf(self, data_strings):
     """The `[n, repetitions, 3]` indices of the `[n]` strings."""
     positions = self._hash_to_float(data_strings, 0.5,

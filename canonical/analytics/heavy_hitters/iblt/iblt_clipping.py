@@ -17,6 +17,9 @@ from canonical.core import types as ft
 from canonical import errors
 from canonical.templates import aggregation_process
 
+# Plain TensorFlow (no Python control flow over tensors): not for AutoGraph.
+_plain = tf.autograph.experimental.do_not_convert
+
 # A client's words: a dataset of string batches.
 WORDS_TYPE = tf.data.DatasetSpec(tf.TensorSpec([None], tf.string))
 
@@ -96,6 +99,7 @@ class ClippingIbltFactory(factory.UnweightedAggregationFactory):
           f'{naming.describe_object(value_type)}.')
 
     @computations.tf_computation(value_type)
+    @_plain
     def preprocess(dataset):
       words, counts = words_and_counts(
           dataset, self.max_words_per_user, self.multi_contribution,

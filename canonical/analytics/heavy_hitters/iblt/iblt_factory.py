@@ -27,6 +27,9 @@ from canonical import errors
 from canonical.templates import aggregation_process
 from canonical.templates import measured
 
+# Plain TensorFlow (no Python control flow over tensors): not for AutoGraph.
+_plain = tf.autograph.experimental.do_not_convert
+
 _CharacterEncoding = chunkers.CharacterEncoding
 
 DATASET_KEY = 'key'
@@ -105,6 +108,7 @@ class IbltFactory(factory.UnweightedAggregationFactory):
     string_max_bytes = self._string_max_bytes
 
     @computations.tf_computation(value_type)
+    @_plain
     def encode_iblt(dataset):
       stacked = data_processing.to_stacked_tensor(dataset)
       strings, values = stacked[DATASET_KEY], stacked[DATASET_VALUE]
@@ -122,6 +126,7 @@ class IbltFactory(factory.UnweightedAggregationFactory):
     sketch_spec, values_spec = encode_iblt.result_spec
 
     @computations.tf_computation(sketch_spec, values_spec)
+    @_plain
     def decode_iblt(sketch, value_tensor):
       decoder = iblt_tensor.IbltTensorDecoder(
           iblt=sketch, iblt_values=value_tensor, value_shape=value_shape,

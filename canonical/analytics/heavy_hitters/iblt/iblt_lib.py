@@ -29,6 +29,10 @@ from canonical.analytics.heavy_hitters.iblt import chunkers
 from canonical.analytics.heavy_hitters.iblt import hyperedge_hashers
 from canonical import errors
 
+# Plain TensorFlow, with no Python control flow over tensors: AutoGraph,
+# converting user code that calls it, need not convert it too (seconds).
+_plain = tf.autograph.experimental.do_not_convert
+
 _CharacterEncoding = chunkers.CharacterEncoding
 
 DEFAULT_FIELD_SIZE = 2**31 - 1
@@ -123,6 +127,7 @@ class IbltEncoder:
     self.hyperedge_hasher = _hasher(hash_family, hash_family_params, seed,
                                     self.table_size, repetitions)
 
+  @_plain
   def compute_chunks(self, input_strings):
     """`(chunks [n, num_chunks], the strings as the chunks hold them)`."""
     return self.chunker.encode_tensorflow(input_strings)
@@ -150,9 +155,13 @@ class IbltEncoder:
     table = tf.scatter_nd(self._cells(strings), rows, self.iblt_shape)
     return tf.math.floormod(table, self.field_size)
 
+  @_plain
   def compute_iblt(self, input_strings, input_counts=None):
     """The IBLT of the rank-1 `input_strings`, each counted once or
     `input_counts` (a rank-1 int64 tensor) times."""
+    return as_graph(self, self._compute_iblt)(input_strings, input_counts)
+
+  def _compute_iblt(self, input_strings, input_counts):
     input_strings = rank_one_strings(input_strings, 'compute_iblt')
     if input_counts is None:
       strings, chunks = self._kept(input_strings)
@@ -168,6 +177,19 @@ class IbltEncoder:
           message='compute_iblt: one count per string')
       strings, chunks, counts = self._kept(input_strings, input_counts)
     return self._table(strings, chunks, counts)
+
+
+def as_graph(owner, method):
+  """`method` as it is inside a graph; called eagerly, traced once (per
+  `owner` and method) and run as one graph: op by op, a decoder's loop
+  costs seconds."""
+  if not tf.executing_eagerly():
+    return method
+  cache = owner.__dict__.setdefault('_graphs', {})
+  name = method.__name__
+  if name not in cache:
+    cache[name] = tf.function(method, autograph=False, reduce_retracing=True)
+  return cache[name]
 
 
 def rank_one_strings(strings, where):
@@ -213,6 +235,7 @@ class IbltDecoder:
     self.hyperedge_hasher = _hasher(self.hash_family, self.hash_family_params,
                                     seed, self.table_size, repetitions)
 
+  @_plain
   def decode_string_from_chunks(self, chunks):
     """The string `num_chunks` chunks hold."""
     return self.chunker.decode_tensorflow(chunks)[0]
@@ -296,8 +319,12 @@ class IbltDecoder:
     return tf.cast(tf.reduce_sum(table[:, :, self.count]) / self.repetitions,
                    DTYPE)
 
+  @_plain
   def get_freq_estimates_tf(self):
     """`(strings [k], counts [k] int64, num_not_decoded int64)`."""
+    return as_graph(self, self._freq_estimates)()
+
+  def _freq_estimates(self):
     table, strings, counts, _ = self._peel()
     return strings, counts, self._not_decoded(table)
 
@@ -325,6 +352,7 @@ def as_text(strings):
   return [s.decode('utf-8', 'ignore') for s in strings.numpy().tolist()]
 
 
+@_plain
 def decode_iblt_tf(iblt, capacity: int, string_max_bytes: int, *,
                    encoding: _CharacterEncoding = _CharacterEncoding.UTF8,
                    seed: int = 0, repetitions: int = DEFAULT_REPETITIONS,

@@ -19,6 +19,10 @@ from canonical.analytics.heavy_hitters.iblt import chunkers
 from canonical.analytics.heavy_hitters.iblt import iblt_lib
 from canonical import errors
 
+# Plain TensorFlow, with no Python control flow over tensors: AutoGraph,
+# converting user code that calls it, need not convert it too (seconds).
+_plain = tf.autograph.experimental.do_not_convert
+
 _CharacterEncoding = chunkers.CharacterEncoding
 
 
@@ -36,9 +40,14 @@ class IbltTensorEncoder(iblt_lib.IbltEncoder):
     self.iblt_values_shape = (self.repetitions,
                               self.table_size) + self.value_shape
 
+  @_plain
   def compute_iblt(self, input_strings, input_values):  # pylint: disable=arguments-renamed
     """`(iblt, iblt_values)` of the rank-1 `input_strings` (each counted
     once) and their values, `[n] + value_shape`."""
+    return iblt_lib.as_graph(self, self._compute_tensor_iblt)(input_strings,
+                                                              input_values)
+
+  def _compute_tensor_iblt(self, input_strings, input_values):
     input_strings = iblt_lib.rank_one_strings(
         input_strings, 'IbltTensorEncoder.compute_iblt')
     input_values = tf.convert_to_tensor(input_values)
@@ -73,12 +82,16 @@ class IbltTensorDecoder(iblt_lib.IbltDecoder):
     self.value_shape = _shape(value_shape)
     self.num_values = int(np.prod(self.value_shape))
 
+  @_plain
   def get_freq_estimates_tf(self):
     """`(strings [k], counts [k] int64, values [k] + value_shape,
     num_not_decoded int64)`; values are `tf.constant([])` (int64) when
     `value_shape` is empty."""
+    return iblt_lib.as_graph(self, self._tensor_freq_estimates)()
+
+  def _tensor_freq_estimates(self):
     if not self.value_shape:
-      strings, counts, not_decoded = super().get_freq_estimates_tf()
+      strings, counts, not_decoded = self._freq_estimates()
       return strings, counts, tf.constant([], iblt_lib.DTYPE), not_decoded
     values = tf.reshape(self.iblt_values,
                         (self.repetitions, self.table_size) +
@@ -100,6 +113,7 @@ class IbltTensorDecoder(iblt_lib.IbltDecoder):
     return string_counts, string_values
 
 
+@_plain
 def decode_iblt_tensor_tf(
     iblt, iblt_values, capacity: int, string_max_bytes: int,
     value_shape: Sequence[int], *,

@@ -32,6 +32,9 @@ from canonical.core import intrinsics
 from canonical.core import types as ft
 from canonical import errors
 
+# Plain TensorFlow (no Python control flow over tensors): not for AutoGraph.
+_plain = tf.autograph.experimental.do_not_convert
+
 
 class ServerOutput(NamedTuple):
   """A heavy-hitters round's result: how many clients took part, the
@@ -88,6 +91,7 @@ def build_iblt_computation(
   words_type = iblt_clipping.WORDS_TYPE
 
   @computations.tf_computation(words_type)
+  @_plain
   def compute_sketch(dataset):
     words, counts = iblt_clipping.words_and_counts(
         dataset, max_words_per_user, multi_contribution, batch_size,
@@ -98,6 +102,8 @@ def build_iblt_computation(
         value_shape=(1,), seed=seed)
     return encoder.compute_iblt(words, tf.reshape(counts, [-1, 1]))
 
+  # AutoGraph converts this one: it calls the user's decode_iblt_fn and
+  # string_postprocessor.
   @computations.tf_computation(*compute_sketch.result_spec)
   def decode_heavy_hitters(sketch, count_tensor):
     words, unique_counts, counts, not_decoded = decode_iblt_fn(
@@ -117,6 +123,7 @@ def build_iblt_computation(
     return words, unique_counts, counts, not_decoded
 
   @computations.tf_computation
+  @_plain
   def now():
     return tf.cast(tf.timestamp(), tf.int64)
 
