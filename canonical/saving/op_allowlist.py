@@ -7,7 +7,7 @@ linalg, strings, parsing, sparse, ragged, tensor lists, datasets built from
 tensors and their pure transformations, seeded shuffles and samples), minus
 their members that touch files, other processes or the
 interpreter, and minus stateful ops other than a few known harmless ones
-(function calls, Assert, dataset iteration). Everything else is refused:
+(function calls, Assert, dataset iteration, reading the clock). Everything else is refused:
 `PyFunc` / `EagerPyFunc` (Python code), file and network I/O (`ReadFile`,
 `WriteFile`, `Save`, `Restore`, `MatchingFiles`, file-reading datasets,
 `PrintV2` to a file), variables, queues and lookup tables, stateful random,
@@ -37,6 +37,8 @@ _HARMLESS_STATEFUL = frozenset({
     'SparseTensorSliceDataset', 'AnonymousIterator', 'AnonymousIteratorV2',
     'AnonymousIteratorV3', 'MakeIterator', 'DeleteIterator',
     'IteratorGetNext', 'IteratorGetNextSync', 'IteratorGetNextAsOptional',
+    # Reads the clock: TFF's analytics stamp a round's result with it.
+    'Timestamp',
 })
 
 # Pure transformations of tf.data's experimental library (which also holds
