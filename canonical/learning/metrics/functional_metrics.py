@@ -4,8 +4,11 @@
 The state of each metric is its Keras variables' values, in their order:
 `(total, count)` for a mean (accuracy, cross-entropy, squared error),
 `(total,)` for a counter, so the state and its sum over clients are TFF's.
-Each metric runs as a pure twin of its `update_state` and `result`
-(`losses` holds the per-example functions).
+Each metric runs as a pure twin of its `update_state` and `result`:
+ours for the metrics `losses` computes per example (accuracy, sparse
+cross-entropy, squared error) and for the counters; any other Keras metric
+runs itself, on variables made afresh in the call, which the compiler
+lowers into values.
 """
 
 import collections
@@ -87,9 +90,39 @@ _MEANS = {
 _COUNTS = {'NumExamplesCounter': _examples, 'NumBatchesCounter': _batches}
 
 
-def twin_of(metric):
-  """The pure twin of a Keras metric object; raises naming a metric that
-  has none."""
+def _keras_twin(metric, make):
+  """Any Keras metric, run on fresh variables: `make()` builds it afresh,
+  its variables take the state, `update_state` / `result` run. Inside a
+  computation those variables are call-local, so the compiler lowers them
+  into values (`canonical.core.local_variables`); the state is their
+  values, in the metric's order."""
+  initial_values = [keras.ops.convert_to_numpy(v) for v in metric.variables]
+
+  def fresh(state):
+    fresh_metric = make()
+    for variable, value in zip(fresh_metric.variables, state):
+      variable.assign(value)
+    return fresh_metric
+
+  def initial():
+    return tuple(tf.constant(v) for v in initial_values)
+
+  def update(state, labels, predictions):
+    updated = fresh(state)
+    updated.update_state(labels, predictions)
+    return tuple(tf.convert_to_tensor(v) for v in updated.variables)
+
+  def result(state):
+    return tf.convert_to_tensor(fresh(state).result())
+
+  return _Twin(initial, update, result, len(initial_values))
+
+
+def twin_of(metric, make=None):
+  """The pure twin of a Keras metric object: our own for the metrics
+  `losses` computes (TFF's numbers, bit for bit), otherwise the metric
+  itself on fresh variables, rebuilt by `make()` (default: from its
+  config)."""
   if not isinstance(metric, keras.metrics.Metric):
     raise errors.InvalidTypeError(
         f'{_WHO}: metrics_constructor must make Keras metrics '
@@ -101,17 +134,24 @@ def twin_of(metric):
     return _mean_twin(_MEANS[name](metric), dtype)
   if name in _COUNTS:
     return _count_twin(_COUNTS[name], dtype)
-  known = sorted(_MEANS) + sorted(_COUNTS)
-  raise errors.InvalidValueError(
-      f'{_WHO}: Keras metric {name} (named {metric.name!r}) has no pure '
-      f'counterpart here yet; these do: {", ".join(known)}.')
+  if make is None:
+    make = functools.partial(type(metric).from_config, metric.get_config())
+  return _keras_twin(metric, make)
 
 
 def _twins(metrics_constructor):
   """The structure `metrics_constructor()` makes, with each Keras metric
-  replaced by its twin."""
+  replaced by its twin (each rebuilt, when needed, by its own constructor
+  or by `metrics_constructor` itself)."""
+  leaf_makers = None
   if isinstance(metrics_constructor, collections.OrderedDict):
     constructors = metrics_constructor
+    if not all(callable(c) for c in tf.nest.flatten(constructors)):
+      raise errors.InvalidTypeError(
+          f'{_WHO}: an OrderedDict metrics_constructor maps names to metric '
+          'constructors (e.g. tf.keras.metrics.SparseCategoricalAccuracy), '
+          f'got {constructors!r}.')
+    leaf_makers = tf.nest.flatten(constructors)
     metrics_constructor = functools.partial(
         tf.nest.map_structure, lambda make: make(), constructors)
   if not callable(metrics_constructor):
@@ -127,7 +167,13 @@ def _twins(metrics_constructor):
       raise errors.InvalidTypeError(
           f'{_WHO}: the metrics are keyed by name (str); keys {bad!r} are '
           'not.')
-  return tf.nest.map_structure(twin_of, structure)
+  metrics = tf.nest.flatten(structure)
+  if leaf_makers is None:
+    leaf_makers = [
+        (lambda i=i: tf.nest.flatten(metrics_constructor())[i])
+        for i in range(len(metrics))]
+  return tf.nest.pack_sequence_as(structure, [
+      twin_of(metric, make) for metric, make in zip(metrics, leaf_makers)])
 
 
 def create_functional_metric_fns(metrics_constructor):
