@@ -595,7 +595,14 @@ def metrics_to_json(metrics):
     value = leaf.numpy() if hasattr(leaf, 'numpy') else leaf
     if hasattr(value, 'tolist'):
       value = value.tolist()
-    if isinstance(value, bytes):
-      value = value.decode('utf-8', 'replace')
-    result[path or 'value'] = value
+    result[path or 'value'] = _text(value)
   return result
+
+
+def _text(value):
+  """Strings (bytes, in lists too: heavy hitters) as text, for JSON."""
+  if isinstance(value, bytes):
+    return value.decode('utf-8', 'replace')
+  if isinstance(value, list):
+    return [_text(v) for v in value]
+  return value

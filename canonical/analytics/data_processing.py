@@ -197,7 +197,8 @@ def to_stacked_tensor(ds: tf.data.Dataset):
           'to_stacked_tensor: dataset elements must have fully defined '
           f'shapes, got {ds.element_spec}.')
   empty = tf.nest.map_structure(
-      lambda s: tf.zeros([0] + s.shape.as_list(), s.dtype), ds.element_spec)
+      lambda s: tf.fill([0] + s.shape.as_list(), tf.zeros([], s.dtype)),
+      ds.element_spec)
 
   def append(stacked, element):
     return tf.nest.map_structure(

@@ -179,6 +179,12 @@ class IbltEncoder:
     return self._table(strings, chunks, counts)
 
 
+def empty(shape, dtype):
+  """A tensor of `shape` with no elements (`tf.zeros` makes a string one a
+  Const holding one element, which a saved form's checks refuse)."""
+  return tf.fill(shape, tf.zeros([], dtype))
+
+
 def as_graph(owner, method):
   """`method` as it is inside a graph; called eagerly, traced once (per
   `owner` and method) and run as one graph: op by op, a decoder's loop
@@ -303,9 +309,9 @@ class IbltDecoder:
               tf.concat([counts, new_counts], 0),
               tf.concat([found, new_values], 0), tf.size(unique) > 0)
 
-    empty_values = tf.zeros([0] + value_shape.as_list(), values.dtype)
-    loop_vars = (table, values, tf.zeros([0], tf.string),
-                 tf.zeros([0], DTYPE), empty_values, tf.constant(True))
+    loop_vars = (table, values, empty([0], tf.string), empty([0], DTYPE),
+                 empty([0] + value_shape.as_list(), values.dtype),
+                 tf.constant(True))
     table, _, strings, counts, found, _ = tf.while_loop(
         lambda *args: args[-1], body, loop_vars,
         shape_invariants=(table.shape, values.shape, tf.TensorShape([None]),
