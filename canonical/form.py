@@ -663,6 +663,3 @@ def _labelled(parts, labels):
     return ft.parameter_of(tuple(parts), list(labels))
   return tuple(parts)
 
-
-# TFF 0.87's name for the form (`tff.backends.mapreduce.MapReduceForm`).
-MapReduceForm = CanonicalForm

@@ -12,6 +12,7 @@ import tensorflow as tf
 from canonical.backends.mapreduce import form_utils
 from canonical import compiler
 from canonical.core import computations
+from canonical.core import naming
 from canonical.core.intrinsics import registry
 from canonical.core import types as ft
 from canonical import errors
@@ -22,14 +23,51 @@ _SHAPE = '(<S@SERVER,{D}@CLIENTS> -> {R}@CLIENTS)'
 
 class BroadcastForm:
   """`compute_server_context (S -> C)` and `client_processing (<C, D> ->
-  R)`, tf_computations."""
+  R)`, tf_computations whose types connect; the labels name the round's
+  server and client data parameters."""
 
   def __init__(self, compute_server_context, client_processing,
                server_data_label=None, client_data_label=None):
-    self.compute_server_context = compute_server_context
-    self.client_processing = client_processing
-    self.server_data_label = server_data_label
-    self.client_data_label = client_data_label
+    for label, comp, arity in (
+        ('compute_server_context', compute_server_context, 1),
+        ('client_processing', client_processing, 2)):
+      if not isinstance(comp, computations.TFComputation) or len(
+          comp.parameter_specs) != arity:
+        raise errors.InvalidTypeError(
+            f'BroadcastForm: {label} must be a tensorflow.computation of '
+            f'{arity} parameter(s), got {naming.describe_object(comp)}.')
+    context = compute_server_context.result_spec
+    if not ft.same_member(client_processing.parameter_specs[0], context):
+      raise errors.InvalidTypeError(
+          'BroadcastForm: client_processing takes the context as '
+          f'{ft.describe(client_processing.parameter_specs[0])}, but '
+          f'compute_server_context makes {ft.describe(context)}.')
+    for label, value in (('server_data_label', server_data_label),
+                         ('client_data_label', client_data_label)):
+      if value is not None and not isinstance(value, str):
+        raise errors.InvalidTypeError(
+            f'BroadcastForm: {label} must be a string or None, got '
+            f'{naming.describe_object(value)}.')
+    self._compute_server_context = compute_server_context
+    self._client_processing = client_processing
+    self._server_data_label = server_data_label
+    self._client_data_label = client_data_label
+
+  @property
+  def compute_server_context(self):
+    return self._compute_server_context
+
+  @property
+  def client_processing(self):
+    return self._client_processing
+
+  @property
+  def server_data_label(self):
+    return self._server_data_label
+
+  @property
+  def client_data_label(self):
+    return self._client_data_label
 
   def summary(self, print_fn=print):
     for label, comp in (('compute_server_context',

@@ -25,7 +25,7 @@ from canonical import form as form_lib
 from canonical.templates import iterative_process
 
 _SHAPE = '(<S@SERVER,{D}@CLIENTS> -> <S@SERVER,X@SERVER>)'
-_ZEROS_NOTE = ('made from the round alone: initialize gives zeros of S; '
+ZEROS_NOTE = ('made from the round alone: initialize gives zeros of S; '
                'start from get_state_initialization_computation(initialize)()')
 
 
@@ -37,17 +37,36 @@ GRAPPLER_DEFAULT_CONFIG = tf.compat.v1.ConfigProto()
 
 def get_map_reduce_form_for_computation(
     comp, grappler_config=GRAPPLER_DEFAULT_CONFIG, *,
-    tff_internal_preprocessing=None) -> form_lib.MapReduceForm:
+    tff_internal_preprocessing=None) -> form_lib.CanonicalForm:
   """The form of `comp`, a federated computation of TFF's MapReduce shape
   (or, beyond TFF, an `IterativeProcess`: then with its initialize, and its
   client state if it keeps one). Raises `FederatedError` naming why the
   form cannot express it."""
   where = 'get_map_reduce_form_for_computation'
-  check_options(where, grappler_config, tff_internal_preprocessing)
+  check_options(where, grappler_config, None)
+  return form_of(where, comp, tff_internal_preprocessing)
+
+
+def form_of(where, comp, tff_internal_preprocessing=None):
+  """The compiled form of round `comp` (or an `IterativeProcess`), for the
+  entry point `where`."""
+  check_options(where, None, tff_internal_preprocessing)
   process = _as_process(where, comp)
   if isinstance(comp, iterative_process.IterativeProcess):
     return compiler.compile(process)
-  return compiler.compile(process, description=_ZEROS_NOTE)
+  return compiler.compile(process, description=ZEROS_NOTE)
+
+
+def labels_of(struct_type):
+  """The element names of a struct type (a round's parameter or result),
+  or () where it names none."""
+  fields = getattr(struct_type, '_fields', None)
+  if fields:
+    return tuple(fields)
+  if isinstance(struct_type, dict):
+    return tuple(struct_type)
+  as_dict = getattr(struct_type, '_asdict', None)
+  return tuple(as_dict()) if callable(as_dict) else ()
 
 
 def check_computation_compatible_with_map_reduce_form(

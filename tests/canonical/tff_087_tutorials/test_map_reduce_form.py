@@ -11,11 +11,14 @@ program's `lambda: tf.keras.optimizers.SGD(...)`.
 What differs, by design or as a gap:
 
 * The form's pieces are our `Piece`s (pure TensorFlow functions) with a
-  TFF `type_signature`; C is TFF's, but U carries our metric sums, not
-  TFF's Keras metric variables. Strict xfail: `test_work_sends_tffs_u`.
-* `get_computation_for_map_reduce_form` rebuilds rounds without secure sums,
-  client state or per-client outputs; a form with them runs as a form
-  (`tff.run_round`, the Beam runner), and asking is refused by name.
+  TFF `type_signature`; C and U are TFF's, but `work` returns `<U, Y>` (the
+  canonical form's layout: client state and per-client outputs in Y, secure
+  values inside U) where TFF's returns `<U, bitwidth values, max_input
+  values, modular values>`. Strict xfail: `test_work_returns_tffs_four_parts`.
+* `get_computation_for_map_reduce_form` rebuilds rounds with secure sums
+  too; a form keeping client state or per-client outputs (ours, beyond
+  TFF's form) runs as a form (`tff.run_round`, the Beam runner), and asking
+  is refused by name.
 """
 
 import collections
@@ -176,22 +179,25 @@ def test_a_round_not_of_the_map_reduce_shape_is_refused():
         average)
 
 
-def test_a_form_with_secure_sums_is_run_as_a_form():
+def test_a_form_with_secure_sums_runs_and_rebuilds_its_round():
   ip = construct_example_training_comp(
       model_aggregator=tff.learning.secure_aggregator(zeroing=False,
                                                       clipping=False))
   form = tff.backends.mapreduce.get_map_reduce_form_for_computation(ip.next)
   assert form.securely_aggregates_tensors
-  with pytest.raises(tff.FederatedError, match='secure sums'):
-    tff.backends.mapreduce.get_computation_for_map_reduce_form(form)
   state = tff.backends.mapreduce.get_state_initialization_computation(
       ip.initialize)()
+  rebuilt = tff.backends.mapreduce.get_computation_for_map_reduce_form(form)
+  rebuilt_state, rebuilt_metrics = rebuilt(state, client_data)
   state, metrics = tff.run_round(form, state, client_datasets)
   for got, want in zip(ip.get_model_weights(state).trainable,
                        EXPECTED_WEIGHTS[0]):
     np.testing.assert_allclose(got, want, atol=1e-4)
   assert float(metrics['aggregator']['mean_value'][
       'secure_upper_threshold']) == pytest.approx(100.0)
+  for got, want in zip(tf.nest.flatten((rebuilt_state, rebuilt_metrics)),
+                       tf.nest.flatten((state, metrics))):
+    np.testing.assert_allclose(got, want, atol=1e-6)
 
 
 def test_the_first_state_comes_back_in_ordered_dicts():
@@ -223,17 +229,29 @@ def test_the_pieces_have_type_signatures():
       '<learning_rate=float32>>)')
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    'U holds our metric sums (loss_sum, correct, ...) where TFF\'s holds '
-    'its Keras metric variables'))
+TFF_U = ('<<sparse_categorical_accuracy=<float32,float32>,loss=<float32,'
+         'float32>,num_examples=<int64>,num_batches=<int64>>,<float32[2,2],'
+         'float32[2]>,float32>')
+
+
 def test_work_sends_tffs_u():
   ip = construct_example_training_comp()
   cf = tff.backends.mapreduce.get_map_reduce_form_for_computation(ip.next)
-  assert tff.types.FunctionType(None, cf.work.type_signature.result).__str__(
-  ) == (
-      '( -> <<<sparse_categorical_accuracy=<float32,float32>,loss=<float32,'
-      'float32>,num_examples=<int64>,num_batches=<int64>>,<float32[2,2],'
-      'float32[2]>,float32>,<>,<>,<>>)')
+  # U: TFF's Keras metric variables, the model delta and its weight.
+  assert str(tff.types.FunctionType(None, cf.client_update_spec)) == (
+      f'( -> {TFF_U})')
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    'the canonical form\'s work returns <U, Y> (Y: client state and '
+    'per-client outputs; secure values inside U as ClientUpdate.secure), '
+    'the layout the Beam runner, the executors and saved forms share; '
+    'TFF\'s returns <U, bitwidth values, max_input values, modular values>'))
+def test_work_returns_tffs_four_parts():
+  ip = construct_example_training_comp()
+  cf = tff.backends.mapreduce.get_map_reduce_form_for_computation(ip.next)
+  assert str(tff.types.FunctionType(None, cf.work.type_signature.result)) == (
+      f'( -> <{TFF_U},<>,<>,<>>)')
 
 
 def test_the_form_type_signature_names_the_rounds_parts():
