@@ -4,8 +4,8 @@
 (`templates`), the compiler (`compiler`) to `CanonicalForm` (`form`), the
 executors (`executors`), forms on disk (`saving`), storage (`io`), secure
 aggregation (`secagg`), and `learning`, `aggregators`, `privacy`, `program`,
-`simulation`, `backends`, and TFF 0.87's `tensorflow` and `types`. Every
-error it raises is an `Error`.
+`simulation`, `backends`, `analytics`, and TFF 0.87's `tensorflow` and
+`types`. Every error it raises is an `Error`.
 
 Importing the package imports neither TensorFlow nor anything that does, so
 that a command line answers `--help` at once: the first use of a name of the
