@@ -4,7 +4,9 @@
 checked against a budget, and the ledger a run keeps. The mechanisms
 themselves (clipping, noise on the sum) are encoder stages
 (`encoders.stages.clipping`) in the aggregation processes
-`canonical.aggregators.dp_mean` and `dp_secure_mean`.
+`canonical.aggregators.dp_mean` and `dp_secure_mean`. `discrete_gaussian`
+samples the discrete Gaussian statelessly (the hierarchical histograms'
+distributed DP in `canonical.analytics`).
 """
 
 from canonical.privacy.accounting import ACCOUNTANTS
