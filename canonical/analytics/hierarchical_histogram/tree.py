@@ -40,6 +40,7 @@ def flat_tree(leaves, arity: int):
 
 
 def as_ragged_struct(flat_values, num_leaves: int, arity: int):
-  """TFF's form of the tree: `{'flat_values', 'nested_row_splits': (splits,)}`."""
+  """TFF's form of the tree (a ragged tensor's parts):
+  `{'flat_values', 'nested_row_splits': (splits,)}`."""
   return {'flat_values': flat_values,
           'nested_row_splits': (tf.constant(row_splits(num_leaves, arity)),)}

@@ -40,8 +40,9 @@ class IbltTensorEncoder(iblt_lib.IbltEncoder):
     self.iblt_values_shape = (self.repetitions,
                               self.table_size) + self.value_shape
 
+  # TFF's signature: values where the base class takes counts.
   @_plain
-  def compute_iblt(self, input_strings, input_values):  # pylint: disable=arguments-renamed
+  def compute_iblt(self, input_strings, input_values):
     """`(iblt, iblt_values)` of the rank-1 `input_strings` (each counted
     once) and their values, `[n] + value_shape`."""
     return iblt_lib.as_graph(self, self._compute_tensor_iblt)(input_strings,
