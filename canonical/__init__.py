@@ -37,7 +37,7 @@ _HOMES = {
     'canonical.core.types': (
         'CLIENTS', 'clients', 'FederatedType', 'FunctionType', 'SequenceType',
         'SERVER', 'server', 'StructType', 'StructWithPythonType', 'TensorType',
-        'to_type', 'type_at_clients', 'type_at_server'),
+        'to_type', 'Type', 'type_at_clients', 'type_at_server'),
     'canonical.executors.local': ('run_round',),
     'canonical.executors': ('reference',),
     'canonical.form': ('CanonicalForm', 'FormError', 'Piece'),

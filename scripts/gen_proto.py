@@ -1,4 +1,6 @@
-"""Generates canonical/saving/canonical_form_pb2.py from proto/canonical_form.proto.
+"""Generates canonical/saving/canonical_form_pb2.py from proto/canonical_form.proto,
+and canonical/core/tff_type_pb2.py (TFF 0.87's type messages) from
+proto/tff_type.proto.
 
 TensorFlow's wheel ships no .proto sources, so the schemas ours imports
 (graph.proto, struct.proto and theirs) go to protoc as a descriptor set built
@@ -58,6 +60,28 @@ def generate(output_dir=OUTPUT_DIR):
   return os.path.join(output_dir, MODULE)
 
 
+TYPES_PROTO_FILE = 'tff_type.proto'
+TYPES_OUTPUT_DIR = os.path.join(ROOT, 'canonical', 'core')
+TYPES_MODULE = 'tff_type_pb2.py'
+
+
+def generate_types(output_dir=TYPES_OUTPUT_DIR):
+  """Writes the type messages' module into `output_dir`; returns its path
+  (tests/canonical/core/test_tff_087_types.py checks the committed one
+  is fresh)."""
+  run = subprocess.run([
+      sys.executable, '-m', 'grpc_tools.protoc', f'--proto_path={PROTO_DIR}',
+      f'--python_out={output_dir}', os.path.join(PROTO_DIR, TYPES_PROTO_FILE)],
+                       capture_output=True, text=True, check=False)
+  if run.returncode != 0:
+    raise RuntimeError(f'protoc failed on {TYPES_PROTO_FILE} (exit '
+                       f'{run.returncode}): {run.stderr.strip()}')
+  return os.path.join(output_dir, TYPES_MODULE)
+
+
 if __name__ == '__main__':
   path = generate(sys.argv[1] if len(sys.argv) > 1 else OUTPUT_DIR)
+  print(f'wrote {os.path.relpath(path, ROOT)}')
+  path = generate_types(sys.argv[2] if len(sys.argv) > 2 else
+                        TYPES_OUTPUT_DIR)
   print(f'wrote {os.path.relpath(path, ROOT)}')

@@ -176,9 +176,24 @@ def upstream_ops(values):
 SELECT = 'select'  # The kind of the ops `value[key]` records.
 
 
+def _selects(member, key):
+  """Whether `key` selects a part of values of type `member` as they are
+  held: a mapping by its keys, a tuple or list by position (a `Struct` by
+  name too). A struct type answers more (TFF's `t[0]` of a named one)."""
+  if isinstance(member, dict):
+    return isinstance(key, str) and key in dict.keys(member)
+  if isinstance(member, (tuple, list)):
+    return isinstance(key, (int, slice)) or (
+        isinstance(key, str) and issubclass(ft.value_container(member),
+                                            ft.Struct))
+  return False
+
+
 def select_type(value, key):
   """The type rule of `select`: one part of a structured value, where it is."""
   try:
+    if not _selects(value.member, key):
+      raise KeyError(key)
     part = value.member[key]
   except (KeyError, IndexError, TypeError):
     raise FederatedError(f'select at {naming.user_location()}: {value!r} has '

@@ -124,8 +124,7 @@ def test_a_round_with_select_compiles_and_runs_as_by_reference(select):
   process = tff.templates.IterativeProcess(initial_table, next_fn)
   form = tff.compile(process)
   # The table goes whole to every client: C is the table, once.
-  assert str(form.work.input_specs[1]) == str(
-      (tf.TensorSpec([4, 2], tf.float32),))
+  assert form.work.input_specs[1] == (tf.TensorSpec([4, 2], tf.float32),)
   assert form.broadcast_bits == 8 * 32
   keys = [tf.constant(k) for k in CLIENT_KEYS]
   state = expected_state = form.initialize()

@@ -63,7 +63,9 @@ def test_struct_types_keep_their_order_and_names():
   t = tff.to_type({'x': tff.SequenceType(np.int32), 'w': np.float32})
   assert str(tff.FederatedType(t, tff.CLIENTS)) == '{<x=int32*,w=float32>}@CLIENTS'
   ordered = tff.to_type(collections.OrderedDict(x=np.int32, w=np.float32))
-  assert tff.types.StructType([('x', np.int32), ('w', np.float32)]) == ordered
+  # As in TFF 0.87: not identical (one has no Python container), equivalent.
+  struct = tff.types.StructType([('x', np.int32), ('w', np.float32)])
+  assert struct != ordered and struct.is_equivalent_to(ordered)
   assert str(tff.FederatedType(ordered, tff.SERVER)) == '<x=int32,w=float32>@SERVER'
 
 
@@ -140,9 +142,11 @@ def test_an_untyped_computation_that_cannot_take_the_value_is_named():
 def test_tff_types_helpers():
   spec = tff.types.tensorflow_to_type(
       (tf.TensorSpec([None, 2], tf.float32), tf.TensorSpec([], tf.int64)))
-  assert tff.types.StructType(spec) == spec
-  # An unplaced type is TensorFlow's own structure: its text is TF's.
-  assert 'float32' in str(spec)
+  # TFF 0.87: `<float32[?,2],int64>`, and StructType(t) is t without names
+  # or container, so not identical to it.
+  assert str(spec) == '<float32[?,2],int64>'
+  assert tff.types.StructType(spec) != spec
+  assert str(tff.types.StructType(spec)) == str(spec)
   assert tff.types.is_structure_of_floats(tff.to_type((np.float32, np.float64)))
   assert not tff.types.is_structure_of_floats(tff.to_type((np.float32,
                                                            np.int32)))

@@ -13,15 +13,10 @@ NativeFederatedContext(context)`, `tff.framework.set_default_context`): once
 they have run, a computation called from Python returns value references, as
 in TFF, which the logic awaits with `tff.program.materialize_value`.
 
-What cannot run here, shown by a test:
-
-* The logic's type checks (`_check_expected_type_signatures`, as in TFF's
-  example) fail on gaps in `canonical/core/types.py`: `tff.StructType` is a
-  function, so `isinstance(t, tff.StructType)` raises TypeError; a
-  computation's several parameters come as a dict (`Parameters`), whose
-  unpacking gives their names, where TFF's struct gives their types;
-  `FederatedType.is_assignable_from` is missing. Strict xfail; the training
-  tests run the logic with those checks left out.
+The logic's type checks (`_check_expected_type_signatures`, as in TFF's
+example: `isinstance(t, tff.StructType)`, unpacking a computation's
+parameters, `is_assignable_from`) run as written, and refuse a computation
+of the wrong type.
 """
 
 import asyncio
@@ -330,14 +325,6 @@ def restores_the_context():
   tff.framework.set_default_context(previous)
 
 
-@pytest.fixture
-def without_type_checks(monkeypatch):
-  # The logic's type checks fail on gaps in our types (the xfail below);
-  # everything else in it runs as written.
-  monkeypatch.setattr(
-      f'{__name__}._check_expected_type_signatures', lambda **_: None)
-
-
 def test_the_computations_type_signatures():
   assert str(initialize.type_signature) == '( -> int32@SERVER)'
   assert str(train.type_signature) == (
@@ -348,7 +335,6 @@ def test_the_computations_type_signatures():
       '<total_sum=int32>@SERVER)')
 
 
-@pytest.mark.usefixtures('without_type_checks')
 def test_the_program_trains_releases_and_saves(tmp_path):
   managers = _memory_managers()
   program_state_manager = run_program(tmp_path, 10, managers)
@@ -366,7 +352,6 @@ def test_the_program_trains_releases_and_saves(tmp_path):
     assert f.read().splitlines() == ['key,total_sum', '11,45']
 
 
-@pytest.mark.usefixtures('without_type_checks')
 def test_a_restarted_program_resumes_after_its_last_saved_round(tmp_path):
   first = _memory_managers()
   run_program(tmp_path, 4, first)  # Then it stops, as if it had failed.
@@ -418,10 +403,6 @@ def test_computations_are_tff_computations():
   assert isinstance(train, tff.Computation)
 
 
-@pytest.mark.xfail(strict=True, raises=TypeError, reason=(
-    'canonical/core/types.py: tff.StructType is a function (isinstance '
-    'raises TypeError); several parameters are a dict whose unpacking gives '
-    'names; FederatedType has no is_assignable_from'))
 def test_the_program_logic_type_checks_pass():
   datasets = [tf.data.Dataset.range(10, output_type=tf.int32)]
   _check_expected_type_signatures(
@@ -431,3 +412,26 @@ def test_the_program_logic_type_checks_pass():
       evaluation=evaluation,
       evaluation_data_source=tff.program.DatasetDataSource(datasets),
   )
+
+
+def test_the_program_logic_type_checks_refuse_mismatched_computations():
+  ints = [tf.data.Dataset.range(10, output_type=tf.int32)]
+  floats = [tf.data.Dataset.range(10).map(lambda x: tf.cast(x, tf.float32))]
+
+  @tff.federated_computation()
+  def float_initialize():
+    return tff.federated_value(0.0, tff.SERVER)
+
+  checks = dict(initialize=initialize, train=train,
+                train_data_source=tff.program.DatasetDataSource(ints),
+                evaluation=evaluation,
+                evaluation_data_source=tff.program.DatasetDataSource(ints))
+  with pytest.raises(UnexpectedTypeSignatureError, match='float32'):
+    _check_expected_type_signatures(
+        **{**checks, 'train_data_source': tff.program.DatasetDataSource(
+            floats)})
+  with pytest.raises(UnexpectedTypeSignatureError, match='two results'):
+    _check_expected_type_signatures(**{**checks, 'train': evaluation})
+  # train returns int32 state; a float32 state is not assignable to it.
+  assert not train.type_signature.parameter[0].is_assignable_from(
+      float_initialize.type_signature.result)
