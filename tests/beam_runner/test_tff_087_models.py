@@ -82,3 +82,25 @@ def test_model_processes_on_beam_match_their_local_rounds(name, tmp_path):
                          state.global_model_weights.trainable):
     np.testing.assert_allclose(beam, local, atol=1e-6)
   assert result.outcomes[-1]['metrics'] == _flat(output.metrics)
+
+
+@pytest.mark.slow
+def test_finalize_then_sample_on_beam_samples_as_the_local_loop(tmp_path):
+  # Each sampled client's metrics, in the sample's order (the priorities'
+  # secret is the form's), as the local loop gives them.
+  process = examples.training_process(
+      lambda finalizers, unfinalized_type=None: (
+          tff.learning.metrics.finalize_then_sample(
+              finalizers, unfinalized_type, sample_size=2)))
+  form = tff.compile(process)
+  form_path = str(tmp_path / 'form.pb')
+  tff.save(form, form_path)
+  result = beam_runner.run(form_path, dict(zip('abc', examples.CLASSIFICATION)),
+                           rounds=1, clients_per_round=3,
+                           output_dir=str(tmp_path / 'run'), seed=0)
+  _, metrics = tff.run_round(form, form.initialize(), examples.CLASSIFICATION)
+  train = metrics['client_work']['train']
+  beam = result.outcomes[-1]['metrics']
+  for name in train:
+    np.testing.assert_allclose(beam[f'client_work/train/{name}'], train[name],
+                               rtol=1e-6)

@@ -20,7 +20,9 @@ from canonical import _lazy
 
 __getattr__, __dir__ = _lazy.module_getattr(globals(), {
     'canonical.learning.metrics.aggregators': (
-        'secure_sum_then_finalize', 'sum_then_finalize'),
+        'finalize_then_sample', 'secure_sum_then_finalize',
+        'sum_then_finalize'),
+    'canonical.learning.metrics.sampling': ('FinalizeThenSampleFactory',),
     'canonical.learning.metrics.sum_factories': (
         'SecureSumFactory', 'SumThenFinalizeFactory',
         'create_default_secure_sum_quantization_ranges'),

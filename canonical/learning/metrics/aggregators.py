@@ -1,7 +1,8 @@
 """TFF 0.87's metrics aggregators: what a learning builder's
 `metrics_aggregator` is.
 
-Each takes the model's metric finalizers (`VariableModel.
+Each (`sum_then_finalize`, `secure_sum_then_finalize`,
+`finalize_then_sample`) takes the model's metric finalizers (`VariableModel.
 metric_finalizers()`, an `OrderedDict`, or `FunctionalModel.
 finalize_metrics`, a function) and returns a federated aggregation of the
 clients' unfinalized metrics: called, while a federated computation is
@@ -17,6 +18,7 @@ from canonical.core import ir
 from canonical.core import specs
 from canonical.core import types as ft
 from canonical.learning.metrics import finalizing
+from canonical.learning.metrics import sampling
 from canonical.learning.metrics import sum_factories
 
 DEFAULT_SECURE_LOWER_BOUND = 0
@@ -103,5 +105,24 @@ def secure_sum_then_finalize(metric_finalizers,
     finalize_tf = specs.tf_computation(finalize, member, measurements_type)
     return intrinsics.federated_map(
         finalize_tf, (output.result, output.measurements))
+
+  return MetricsAggregation(who, metric_finalizers, aggregate)
+
+
+def finalize_then_sample(metric_finalizers,
+                         local_unfinalized_metrics_type=None, sample_size=100):
+  """Finalizes each client's metrics, then keeps those of at most
+  `sample_size` clients, sampled uniformly: each metric becomes the list of
+  the sampled clients' values (`FinalizeThenSampleFactory`'s current round
+  samples). `local_unfinalized_metrics_type` is unused, as in TFF."""
+  del local_unfinalized_metrics_type  # TFF's is unused too.
+  who = 'finalize_then_sample'
+  finalizing.check_finalizers(metric_finalizers, who)
+  sampling.check_sample_size(sample_size, who)
+
+  def aggregate(value, member):
+    process = sampling.FinalizeThenSampleFactory(sample_size).create(
+        metric_finalizers, member)
+    return process.next(process.initialize(), value).result[0]
 
   return MetricsAggregation(who, metric_finalizers, aggregate)

@@ -537,3 +537,46 @@ def test_counters_count_examples_and_batches():
   assert (examples.name, int(examples.result())) == ('num_examples', 7)
   assert (batches.name, int(batches.result())) == ('num_batches', 2)
   assert examples.dtype == 'int64'
+
+
+def test_finalize_then_sample_factory_keeps_samples_over_rounds():
+  process = tff.learning.metrics.FinalizeThenSampleFactory(2).create(
+      _FINALIZERS, _UNFINALIZED_TYPE)
+  clients = _CLIENT_METRICS + [collections.OrderedDict(
+      a=[np.float32(3.0), np.float32(1.0)], b=[np.int64(1)])]
+  output = process.next(process.initialize(), clients)
+  current, total = output.result
+  assert len(current['b']) == len(total['b']) == 2
+  assert set(current['b']) <= {1, 3, 4}
+  # Each sampled client's metrics are its own, finalized.
+  finalized = {3: 0.75, 4: 0.25, 1: 3.0}
+  for a, b in zip(current['a'], current['b']):
+    assert float(a) == finalized[int(b)]
+  assert dict(output.measurements) == {'a': 0, 'b': 0}
+  output = process.next(output.state, clients[:1])
+  assert list(output.result[0]['b']) == [3]
+  assert len(output.result[1]['b']) == 2
+  # TFF 0.87: with room for every client, the sample is every client.
+  process = tff.learning.metrics.FinalizeThenSampleFactory(5).create(
+      _FINALIZERS, _UNFINALIZED_TYPE)
+  current, total = process.next(process.initialize(), clients).result
+  assert sorted(current['a']) == [0.25, 0.75, 3.0]
+  assert sorted(total['b']) == [1, 3, 4]
+
+
+def test_finalize_then_sample_in_the_client_work_samples_clients():
+  process = training_process(
+      lambda finalizers, unfinalized_type=None: (
+          tff.learning.metrics.finalize_then_sample(
+              finalizers, unfinalized_type, sample_size=5)))
+  form = tff.compile(process)
+  _, metrics = tff.run_round(form, form.initialize(), CLASSIFICATION)
+  train = metrics['client_work']['train']
+  assert list(train) == ['sparse_categorical_accuracy', 'loss',
+                         'num_examples', 'num_batches']
+  # Every client's own metrics (TFF 0.87 samples every client when there is
+  # room for each): 7 examples in 3 batches each.
+  assert list(train['num_examples']) == [7, 7, 7]
+  assert list(train['num_batches']) == [3, 3, 3]
+  with pytest.raises(errors.InvalidValueError, match='sample_size'):
+    tff.learning.metrics.finalize_then_sample(_FINALIZERS, sample_size=0)
