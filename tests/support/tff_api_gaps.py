@@ -7,12 +7,7 @@ is resolved when it is empty.
 """
 
 NOT_YET = {
-    'tff.learning.algorithms.build_fed_eval': "parameter 2 is 'metrics_aggregator', TFF calls it 'metrics_aggregation_process'; parameter 'loop_implementation' defaults to None, TFF: LoopImplementation.DATASET_REDUCE",
-    'tff.learning.algorithms.build_fed_recon': "parameter 'metrics_aggregator' defaults to None, TFF: <sum_then_finalize>",
     'tff.learning.algorithms.build_personalization_eval_computation': 'tff.learning.algorithms.build_personalization_eval_computation is missing',
-    'tff.learning.algorithms.build_unweighted_fed_avg': "parameter 'metrics_aggregator' defaults to None, TFF: <sum_then_finalize>",
-    'tff.learning.algorithms.build_unweighted_fed_prox': "parameter 'metrics_aggregator' defaults to None, TFF: <sum_then_finalize>",
-    'tff.learning.algorithms.build_unweighted_mime_lite': "parameter 'metrics_aggregator' defaults to None, TFF: <sum_then_finalize>",
     'tff.learning.metrics.create_keras_metric_finalizer': 'tff.learning.metrics is missing',
     'tff.learning.models.VariableModel': "lacks method 'forward_pass'; lacks property 'input_spec'; lacks property 'local_variables'; lacks method 'metric_finalizers'; lacks property 'non_trainable_variables'; lacks method 'predict_on_batch'; lacks method 'report_local_unfinalized_metrics'; lacks method 'reset_metrics'; lacks property 'trainable_variables'",
     'tff.learning.models.load': 'tff.learning.models.load is missing',

@@ -22,6 +22,7 @@ from canonical.core import naming
 from canonical.core import specs
 from canonical.learning.client_update import client_gradient
 from canonical.learning import loop_builder
+from canonical.learning import metrics
 from canonical.learning import model_fns
 from canonical.learning import optimizers
 from canonical.learning import templates
@@ -47,26 +48,30 @@ def build_weighted_fed_avg(
   `MeanFactory()`), `model_distributor` a `DistributionProcess` (default
   the plain broadcast)."""
   who = 'build_weighted_fed_avg'
-  _check_common(who, metrics_aggregator, loop_implementation)
+  metrics_aggregator = _check_common(who, metrics_aggregator,
+                                     loop_implementation)
   return _build(who, model_fn, _training(who, client_optimizer_fn),
                 server_optimizer_fn, model_aggregator, weighted=True,
                 by_examples=_by_examples(who, client_weighting),
-                model_distributor=model_distributor)
+                model_distributor=model_distributor,
+                metrics_aggregator=metrics_aggregator)
 
 
 def build_unweighted_fed_avg(model_fn, client_optimizer_fn,
                              server_optimizer_fn=None, model_distributor=None,
                              model_aggregator=None,
-                             metrics_aggregator=None,
+                             metrics_aggregator=metrics.sum_then_finalize,
                              loop_implementation=_REDUCE):
   """FedAvg with every client's update counting the same;
   `model_aggregator` an `UnweightedAggregationFactory` (default
   `UnweightedMeanFactory()`)."""
   who = 'build_unweighted_fed_avg'
-  _check_common(who, metrics_aggregator, loop_implementation)
+  metrics_aggregator = _check_common(who, metrics_aggregator,
+                                     loop_implementation)
   return _build(who, model_fn, _training(who, client_optimizer_fn),
                 server_optimizer_fn, model_aggregator, weighted=False,
-                by_examples=False, model_distributor=model_distributor)
+                by_examples=False, model_distributor=model_distributor,
+                metrics_aggregator=metrics_aggregator)
 
 
 def build_weighted_fed_prox(model_fn, proximal_strength, client_optimizer_fn,
@@ -79,31 +84,35 @@ def build_weighted_fed_prox(model_fn, proximal_strength, client_optimizer_fn,
   the squared distance to the broadcast model. As TFF's, the client work
   keeps no state: clients train with the optimizer as it was built."""
   who = 'build_weighted_fed_prox'
-  _check_common(who, metrics_aggregator, loop_implementation)
+  metrics_aggregator = _check_common(who, metrics_aggregator,
+                                     loop_implementation)
   return _build(who, model_fn,
                 _proximal_training(who, proximal_strength,
                                    client_optimizer_fn),
                 server_optimizer_fn, model_aggregator, weighted=True,
                 by_examples=_by_examples(who, client_weighting),
-                model_distributor=model_distributor)
+                model_distributor=model_distributor,
+                metrics_aggregator=metrics_aggregator)
 
 
 def build_unweighted_fed_prox(model_fn, proximal_strength,
                               client_optimizer_fn,
                               server_optimizer_fn=DEFAULT_SERVER_OPTIMIZER,
                               model_distributor=None, model_aggregator=None,
-                              metrics_aggregator=None,
+                              metrics_aggregator=metrics.sum_then_finalize,
                               loop_implementation=_REDUCE):
   """FedProx with every client's update counting the same;
   `model_aggregator` an `UnweightedAggregationFactory` (default
   `UnweightedMeanFactory()`)."""
   who = 'build_unweighted_fed_prox'
-  _check_common(who, metrics_aggregator, loop_implementation)
+  metrics_aggregator = _check_common(who, metrics_aggregator,
+                                     loop_implementation)
   return _build(who, model_fn,
                 _proximal_training(who, proximal_strength,
                                    client_optimizer_fn),
                 server_optimizer_fn, model_aggregator, weighted=False,
-                by_examples=False, model_distributor=model_distributor)
+                by_examples=False, model_distributor=model_distributor,
+                metrics_aggregator=metrics_aggregator)
 
 
 def build_fed_sgd(model_fn, server_optimizer_fn=FED_SGD_SERVER_OPTIMIZER,
@@ -113,15 +122,19 @@ def build_fed_sgd(model_fn, server_optimizer_fn=FED_SGD_SERVER_OPTIMIZER,
   broadcast model, weighted by its example count; the server optimizer
   (default `build_sgdm(learning_rate=0.1)`) takes the mean gradient."""
   who = 'build_fed_sgd'
-  _check_common(who, metrics_aggregator, loop_implementation)
+  metrics_aggregator = _check_common(who, metrics_aggregator,
+                                     loop_implementation)
   return _build(who, model_fn, _gradient, server_optimizer_fn,
                 model_aggregator, weighted=True, by_examples=True,
-                model_distributor=model_distributor)
+                model_distributor=model_distributor,
+                metrics_aggregator=metrics_aggregator)
 
 
 def _check_common(who, metrics_aggregator, loop_implementation):
+  """The metrics aggregator (TFF's default for None), once the loop is
+  known to be TFF's."""
   loop_builder.check_loop_implementation(loop_implementation, who)
-  model_delta.refuse_metrics_aggregator(metrics_aggregator, who)
+  return model_delta.check_metrics_aggregator(metrics_aggregator, who)
 
 
 def _by_examples(who, client_weighting):
@@ -187,11 +200,12 @@ def aggregation_process(who, factory, value_type, weighted,
 
 
 def _build(who, model_fn, client_step, server_optimizer_fn,
-           model_aggregator, weighted, by_examples, model_distributor=None):
+           model_aggregator, weighted, by_examples, model_distributor=None,
+           metrics_aggregator=None):
   model = model_fns.functional_model_of(model_fn, who)
   client_work = model_delta.client_work_of(
       model, client_step, ClientWeighting.NUM_EXAMPLES if by_examples else
-      ClientWeighting.UNIFORM)
+      ClientWeighting.UNIFORM, metrics_aggregator)
   return compose(who, model.initial_model_weights, client_work,
                  server_optimizer_fn, model_aggregator, weighted,
                  model_distributor)

@@ -1,82 +1,149 @@
-"""TFF 0.87's `build_fed_eval`: federated evaluation as a `LearningProcess`.
+"""TFF 0.87's `build_fed_eval`: federated evaluation as a `LearningProcess`,
+and the composition it shares with `build_fed_recon_eval`.
 
-Each round the server broadcasts its model weights (set them with
-`set_model_weights`), every client evaluates them on its data, and the
-metrics of the round and of all rounds so far (whose sums the state keeps)
-come back as TFF reports them.
+Each round the model weights (set them with `set_model_weights`) reach the
+clients through the distributor; every client evaluates them on its data
+and sends its unfinalized metrics; the metrics aggregation process
+(default TFF's `SumThenFinalizeFactory` of the model's finalizers) sums
+them, keeps the sum over all rounds in its state, and reports both
+finalized. Composed as TFF composes it: the evaluation client work, a mean
+over an empty update and a finalizer that keeps the weights.
 """
 
 import collections
 
 import tensorflow as tf
 
+from canonical import errors
 from canonical.core import computations
 from canonical.core import intrinsics
+from canonical.core import naming
 from canonical.core import specs
 from canonical.core import types as ft
-from canonical import errors
 from canonical.learning import evaluation
+from canonical.learning import loop_builder
+from canonical.learning import metrics
 from canonical.learning import model_fns
 from canonical.learning import templates
-from canonical.learning.model import ModelWeights
+from canonical.learning.model_weights import ModelWeights
+from canonical.templates import aggregation_process
+from canonical.templates import measured
 
-tf_computation = specs.tf_computation
+_REDUCE = loop_builder.LoopImplementation.DATASET_REDUCE
 
 
-def build_fed_eval(model_fn, model_distributor=None, metrics_aggregator=None,
-                   loop_implementation=None):
-  """Federated evaluation of the state's model weights on client data."""
-  del loop_implementation
+def build_fed_eval(model_fn, model_distributor=None,
+                   metrics_aggregation_process=None,
+                   loop_implementation=_REDUCE):
+  """Federated evaluation of the state's model weights on client data;
+  `metrics_aggregation_process` a `tff.templates.AggregationProcess` of the
+  model's unfinalized metrics returning `(current round, total rounds)`
+  finalized metrics."""
   who = 'build_fed_eval'
-  for name, value in (('model_distributor', model_distributor),
-                      ('metrics_aggregator', metrics_aggregator)):
-    if value is not None:
-      raise errors.InvalidValueError(
-          f'{who}: {name} is not supported here yet: the model is broadcast '
-          'as it is and metrics are summed over clients.')
+  loop_builder.check_loop_implementation(loop_implementation, who)
   model = model_fns.functional_model_of(model_fn, who)
-  weights_spec = specs.plain(model.weights_spec)
-  data_spec = tf.data.DatasetSpec(model.batch_spec)
 
-  def evaluate(dataset, weights):
-    return evaluation.evaluate(model, weights, dataset, count_batches=True)
+  def evaluate(weights, dataset):
+    sums = evaluation.evaluate(model, weights, dataset, count_batches=True)
+    return model.unfinalized_metrics(sums)
 
-  client_eval = tf_computation(evaluate, data_spec, weights_spec)
-  sums_spec = specs.plain(client_eval.result_spec)
-  initial_weights = model.initial_model_weights
+  evaluate_tf = specs.tf_computation(
+      evaluate, specs.plain(model.weights_spec),
+      tf.data.DatasetSpec(model.batch_spec))
+  return compose_evaluation(who, model.initial_model_weights, evaluate_tf,
+                            model.metric_finalizers(), model_distributor,
+                            metrics_aggregation_process)
 
-  def initial_state():
-    return templates.LearningAlgorithmState(
-        global_model_weights=ModelWeights(*tf.nest.map_structure(
-            tf.constant, initial_weights)),
-        distributor=(),
-        client_work={name: tf.constant(0.0) for name in sums_spec},
-        aggregator=(), finalizer=())
 
-  initialize = tf_computation(initial_state)
-  state_spec = specs.plain(initialize.result_spec)
+def compose_evaluation(who, initial_weights, evaluate_tf, metric_finalizers,
+                       model_distributor=None,
+                       metrics_aggregation_process=None):
+  """The evaluation `LearningProcess` of `evaluate_tf` (`(weights, dataset)
+  -> unfinalized metrics`) from `initial_weights` (`ModelWeights` of
+  arrays)."""
+  weights_type, data_type = (specs.plain(s)
+                             for s in evaluate_tf.parameter_specs)
+  unfinalized_type = specs.plain(evaluate_tf.result_spec)
+  if metrics_aggregation_process is None:
+    metrics_aggregation_process = metrics.SumThenFinalizeFactory(
+        metric_finalizers).create(unfinalized_type)
+  elif not isinstance(metrics_aggregation_process,
+                      aggregation_process.AggregationProcess):
+    raise errors.InvalidTypeError(
+        f'{who}: metrics_aggregation_process must be a tff.templates.'
+        'AggregationProcess (e.g. tff.learning.metrics.'
+        'SumThenFinalizeFactory(finalizers).create(unfinalized_type)), got '
+        f'{naming.describe_object(metrics_aggregation_process)}.')
+  process = metrics_aggregation_process
+  no_update = specs.tf_computation(lambda: templates.ClientResult((), ()))
 
-  def report(state, sums):
-    totals = {name: state.client_work[name] + sums[name] for name in sums}
-    metrics = collections.OrderedDict(
-        current_round_metrics=evaluation.reported_metrics(model, sums),
-        total_rounds_metrics=evaluation.reported_metrics(model, totals))
-    return state._replace(client_work=totals), metrics
+  @computations.federated_computation()
+  def init_fn():
+    return process.initialize()
 
-  finish = tf_computation(report, state_spec, sums_spec)
+  @computations.federated_computation(
+      process.next.parameter_types[0], ft.clients(weights_type),
+      ft.clients(data_type))
+  def next_fn(state, weights, client_data):
+    output = process.next(
+        state, intrinsics.federated_map(evaluate_tf, (weights, client_data)))
+    measurements = intrinsics.federated_zip(collections.OrderedDict(
+        eval=collections.OrderedDict(
+            current_round_metrics=output.result[0],
+            total_rounds_metrics=output.result[1])))
+    return measured.MeasuredProcessOutput(
+        output.state, intrinsics.federated_eval(no_update, ft.CLIENTS),
+        measurements)
 
-  @computations.federated_computation(ft.server(state_spec),
-                                      ft.clients(data_spec))
-  def next_fn(state, client_data):
-    weights = intrinsics.federated_broadcast(state.global_model_weights)
-    sums = intrinsics.federated_sum(
-        intrinsics.federated_map(client_eval, (client_data, weights)))
-    reported = intrinsics.federated_map(finish, (state, sums))
-    metrics = collections.OrderedDict(
-        distributor=(),
-        client_work=collections.OrderedDict(eval=reported[1]),
-        aggregator=(), finalizer=())
-    return templates.LearningProcessOutput(reported[0], metrics)
+  initial_weights_fn = specs.tf_computation(lambda: ModelWeights(
+      *tf.nest.map_structure(tf.constant, initial_weights)))
+  if model_distributor is None:
+    model_distributor = templates.build_broadcast_process(weights_type)
+  elif not isinstance(model_distributor, templates.DistributionProcess):
+    raise errors.InvalidTypeError(
+        f'{who}: model_distributor must be a tff.learning.templates.'
+        'DistributionProcess, got '
+        f'{naming.describe_object(model_distributor)}.')
+  return templates.compose_learning_process(
+      initial_weights_fn, model_distributor,
+      templates.ClientWorkProcess(init_fn, next_fn), _empty_mean_process(),
+      _identity_finalizer(weights_type))
 
-  get, put = templates.model_weights_computations(state_spec, weights_spec)
-  return templates.LearningProcess(initialize, next_fn, get, put)
+
+def _empty_mean_process():
+  """What TFF's `MeanFactory().create((), ())` makes for an evaluation's
+  empty update: its state and measurements, nothing to average."""
+  empty = collections.OrderedDict(value_sum_process=(), weight_sum_process=())
+  nothing = collections.OrderedDict(mean_value=(), mean_weight=())
+
+  @computations.federated_computation()
+  def init_fn():
+    return intrinsics.federated_value(empty, ft.SERVER)
+
+  @computations.federated_computation(
+      ft.server(empty), ft.clients(()), ft.clients(()))
+  def next_fn(state, value, weight):
+    del value, weight
+    return measured.MeasuredProcessOutput(
+        state, intrinsics.federated_value((), ft.SERVER),
+        intrinsics.federated_value(nothing, ft.SERVER))
+
+  return aggregation_process.AggregationProcess(init_fn, next_fn)
+
+
+def _identity_finalizer(weights_type):
+  """A finalizer that keeps the model weights as they are (evaluation
+  updates nothing): no state, no measurements."""
+
+  @computations.federated_computation()
+  def init_fn():
+    return intrinsics.federated_value((), ft.SERVER)
+
+  @computations.federated_computation(
+      ft.server(()), ft.server(weights_type), ft.server(()))
+  def next_fn(state, weights, update):
+    del update
+    return measured.MeasuredProcessOutput(
+        state, weights, intrinsics.federated_value((), ft.SERVER))
+
+  return templates.FinalizerProcess(init_fn, next_fn)

@@ -24,10 +24,10 @@ from canonical.core import computations
 from canonical.core import intrinsics
 from canonical.core import specs
 from canonical.core import types as ft
-from canonical.learning import evaluation
 from canonical.learning.client_update import client_gradient
 from canonical.learning.client_update import client_update
 from canonical.learning import loop_builder
+from canonical.learning import metrics
 from canonical.learning import model_fns
 from canonical.learning import optimizers
 from canonical.learning import templates
@@ -61,7 +61,7 @@ def build_unweighted_mime_lite(model_fn, base_optimizer,
                                server_optimizer=DEFAULT_SERVER_OPTIMIZER,
                                model_distributor=None, model_aggregator=None,
                                full_gradient_aggregator=None,
-                               metrics_aggregator=None,
+                               metrics_aggregator=metrics.sum_then_finalize,
                                loop_implementation=_REDUCE):
   """Mime Lite with every client counting the same; both aggregators are
   `UnweightedAggregationFactory`s (default `UnweightedMeanFactory()`)."""
@@ -102,14 +102,15 @@ def _build(who, model_fn, base_optimizer, server_optimizer, client_weighting,
   _tff_optimizer(server_optimizer, who, 'server_optimizer')
   model_delta.check_weighting(client_weighting, who)
   loop_builder.check_loop_implementation(loop_implementation, who)
-  model_delta.refuse_metrics_aggregator(metrics_aggregator, who)
+  metrics_aggregator = model_delta.check_metrics_aggregator(
+      metrics_aggregator, who)
   model = model_fns.functional_model_of(model_fn, who)
   weights_type = specs.plain(model.weights_spec)
   gradient_process = averaging.aggregation_process(
       who, full_gradient_aggregator, weights_type.trainable, weighted,
       'full_gradient_aggregator')
   client_work = _mime_client_work(model, base_optimizer, client_weighting,
-                                  gradient_process)
+                                  gradient_process, metrics_aggregator)
   if learning_rate_fn is not None:
     client_work = _scheduled(client_work, learning_rate_fn)
   return averaging.compose(who, model.initial_model_weights, client_work,
@@ -144,10 +145,13 @@ class _WithStateKept(optimizers.Optimizer):
     return state, weights
 
 
-def _mime_client_work(model, optimizer, client_weighting, gradient_process):
+def _mime_client_work(model, optimizer, client_weighting, gradient_process,
+                      metrics_aggregator):
   """TFF's Mime Lite `ClientWorkProcess`: state `(optimizer state,
   full-gradient aggregator state)` at the server; measurements
-  `OrderedDict(train=metrics)`."""
+  `OrderedDict(train=metrics)`, the training metrics aggregated by
+  `metrics_aggregator` (a dropped update's too: TFF's Mime Lite does not
+  reset them)."""
   weights_type = specs.plain(model.weights_spec)
   trainable_type = weights_type.trainable
   data_type = tf.data.DatasetSpec(model.batch_spec)
@@ -169,14 +173,13 @@ def _mime_client_work(model, optimizer, client_weighting, gradient_process):
       weight = output.num_examples  # Zero for a dropped update.
     else:
       weight = 1.0 - output.metrics['non_finite_updates']
-    return (templates.ClientResult(update, weight), output.metrics,
-            full_gradient)
+    return (templates.ClientResult(update, weight),
+            model.unfinalized_metrics(output.metrics), full_gradient)
 
   train_tf = specs.tf_computation(train, optimizer_state_type, weights_type,
                                   data_type)
-  sums_type = specs.plain(train_tf.result_spec)[1]
-  finish_tf = specs.tf_computation(
-      lambda sums: evaluation.reported_metrics(model, sums), sums_type)
+  aggregate_metrics = metrics_aggregator(
+      model.metric_finalizers(), specs.plain(train_tf.result_spec)[1])
 
   def step_optimizer_state(optimizer_state, mean_gradient):
     zeros = tf.nest.map_structure(tf.zeros_like, tuple(mean_gradient))
@@ -201,7 +204,8 @@ def _mime_client_work(model, optimizer, client_weighting, gradient_process):
     trained = intrinsics.federated_map(
         train_tf, (intrinsics.federated_broadcast(optimizer_state), weights,
                    client_data))
-    client_result, sums, full_gradient = trained[0], trained[1], trained[2]
+    client_result, unfinalized, full_gradient = (trained[0], trained[1],
+                                                 trained[2])
     gradient = gradient_process.next(gradient_state, full_gradient,
                                      client_result.update_weight)
     new_state = intrinsics.federated_zip((
@@ -209,8 +213,7 @@ def _mime_client_work(model, optimizer, client_weighting, gradient_process):
                                  (optimizer_state, gradient.result)),
         gradient.state))
     measurements = intrinsics.federated_zip(collections.OrderedDict(
-        train=intrinsics.federated_map(finish_tf,
-                                       intrinsics.federated_sum(sums))))
+        train=aggregate_metrics(unfinalized)))
     return measured.MeasuredProcessOutput(new_state, client_result,
                                           measurements)
 

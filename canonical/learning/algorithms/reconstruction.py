@@ -23,6 +23,7 @@ clients and finalized by the metric's own `result`.
 """
 
 import collections
+import functools
 
 import keras
 import tensorflow as tf
@@ -31,16 +32,16 @@ from canonical import aggregators
 from canonical import errors
 from canonical.core import computations
 from canonical.core import intrinsics
-from canonical.core import naming
 from canonical.core import specs
 from canonical.core import types as ft
+from canonical.learning import metrics as metrics_lib
 from canonical.learning import optimizers
 from canonical.learning import templates
 from canonical.learning.algorithms import averaging
+from canonical.learning.algorithms import fed_eval
 from canonical.learning.model_weights import ModelWeights
 from canonical.learning.reconstruction_model import ReconstructionModel
 from canonical.learning.templates import model_delta
-from canonical.templates import aggregation_process
 from canonical.templates import measured
 
 ClientWeighting = model_delta.ClientWeighting
@@ -55,13 +56,14 @@ def build_fed_recon(model_fn, *, loss_fn, metrics_fn=None,
                         learning_rate=0.1),
                     dataset_split_fn=None, client_weighting=None,
                     model_distributor=None, model_aggregator_factory=None,
-                    metrics_aggregator=None):
+                    metrics_aggregator=metrics_lib.sum_then_finalize):
   """Federated Reconstruction training as a `LearningProcess`: the state's
   model weights are the global ones; the metrics are `train` (the Keras
   metrics of `metrics_fn()` and `loss`, over the post-reconstruction
   batches, before each step)."""
   who = 'build_fed_recon'
-  model_delta.refuse_metrics_aggregator(metrics_aggregator, who)
+  metrics_aggregator = model_delta.check_metrics_aggregator(
+      metrics_aggregator, who)
   model = _model(model_fn, who)
   client_weighting = client_weighting or ClientWeighting.NUM_EXAMPLES
   if not (isinstance(client_weighting, ClientWeighting) or
@@ -82,7 +84,7 @@ def build_fed_recon(model_fn, *, loss_fn, metrics_fn=None,
       _optimizer(client_optimizer_fn, who, 'client_optimizer_fn'),
       _optimizer(reconstruction_optimizer_fn, who,
                  'reconstruction_optimizer_fn'),
-      _split_fn(dataset_split_fn), client_weighting)
+      _split_fn(dataset_split_fn), client_weighting, metrics_aggregator)
   return averaging.compose(
       who, model.initial_global_weights, client_work,
       _optimizer(server_optimizer_fn, who, 'server_optimizer_fn'),
@@ -100,27 +102,16 @@ def build_fed_recon_eval(model_fn, *, loss_fn, metrics_fn=None,
   `current_round_metrics` and `total_rounds_metrics`, whose unfinalized sums
   the state keeps, as TFF's."""
   who = 'build_fed_recon_eval'
-  if metrics_aggregation_process is not None:
-    raise errors.InvalidValueError(
-        f'{who}: metrics_aggregation_process is not supported here yet: the '
-        'metrics are summed over clients and rounds, then finalized (TFF\'s '
-        'default).')
   model = _model(model_fn, who)
-  client_work = _evaluation_client_work(
-      who, model, _loss(loss_fn, who), _metrics(loss_fn, metrics_fn, who),
+  metrics = _metrics(loss_fn, metrics_fn, who)
+  evaluate_tf = _evaluation(
+      model, _loss(loss_fn, who), metrics,
       _optimizer(reconstruction_optimizer_fn, who,
                  'reconstruction_optimizer_fn'),
       _split_fn(dataset_split_fn))
-  initial_weights = model.initial_global_weights
-  initial_weights_fn = specs.tf_computation(lambda: ModelWeights(
-      *tf.nest.map_structure(tf.constant, initial_weights)))
-  weights_type = specs.plain(initial_weights_fn.result_spec)
-  if model_distributor is None:
-    model_distributor = templates.build_broadcast_process(weights_type)
-  _check_distributor(model_distributor, who)
-  return templates.compose_learning_process(
-      initial_weights_fn, model_distributor, client_work,
-      _empty_mean_process(), _identity_finalizer(weights_type))
+  return fed_eval.compose_evaluation(
+      who, model.initial_global_weights, evaluate_tf, metrics.finalizers(),
+      model_distributor, metrics_aggregation_process)
 
 
 def _model(model_fn, who):
@@ -134,13 +125,6 @@ def _model(model_fn, who):
         f'{who}: model_fn must return a tff.learning.models.'
         f'ReconstructionModel, it returned {type(model).__name__}.')
   return model
-
-
-def _check_distributor(distributor, who):
-  if not isinstance(distributor, templates.DistributionProcess):
-    raise errors.InvalidTypeError(
-        f'{who}: model_distributor must be a tff.learning.templates.'
-        f'DistributionProcess, got {naming.describe_object(distributor)}.')
 
 
 def _optimizer(optimizer, who, what):
@@ -197,10 +181,15 @@ class _KerasMetrics:
             list(state[name]), y_true=labels, y_pred=predictions)))
         for name, metric in self._metrics.items())
 
-  def finalize(self, unfinalized):
+  def finalizers(self):
+    """TFF's metric finalizers: each metric's `result` of its values."""
     return collections.OrderedDict(
-        (name, metric.stateless_result(list(unfinalized[name])))
+        (name, functools.partial(_result, metric))
         for name, metric in self._metrics.items())
+
+
+def _result(metric, values):
+  return metric.stateless_result(list(values))
 
 
 def _metrics(loss_fn, metrics_fn, who):
@@ -248,7 +237,7 @@ def _reconstruct(model, initial, loss, optimizer, global_weights, dataset):
 
 def _training_client_work(who, model, loss, metrics, client_optimizer,
                           reconstruction_optimizer, dataset_split_fn,
-                          client_weighting):
+                          client_weighting, metrics_aggregator):
   """TFF's reconstruction client work: no state; `ClientResult(initial -
   trained global trainable weights, weight)`; `OrderedDict(train=...)`."""
   del who
@@ -299,8 +288,8 @@ def _training_client_work(who, model, loss, metrics, client_optimizer,
     return templates.ClientResult(delta, weight), unfinalized
 
   train_tf = specs.tf_computation(train, weights_type, data_type)
-  unfinalized_type = specs.plain(train_tf.result_spec)[1]
-  finalize_tf = specs.tf_computation(metrics.finalize, unfinalized_type)
+  aggregate_metrics = metrics_aggregator(
+      metrics.finalizers(), specs.plain(train_tf.result_spec)[1])
 
   @computations.federated_computation()
   def init_fn():
@@ -310,22 +299,18 @@ def _training_client_work(who, model, loss, metrics, client_optimizer,
       ft.server(()), ft.clients(weights_type), ft.clients(data_type))
   def next_fn(state, weights, client_data):
     trained = intrinsics.federated_map(train_tf, (weights, client_data))
-    summed = intrinsics.federated_sum(trained[1])
     measurements = intrinsics.federated_zip(collections.OrderedDict(
-        train=intrinsics.federated_map(finalize_tf, summed)))
+        train=aggregate_metrics(trained[1])))
     return measured.MeasuredProcessOutput(state, trained[0], measurements)
 
   return templates.ClientWorkProcess(init_fn, next_fn)
 
 
-def _evaluation_client_work(who, model, loss, metrics,
-                            reconstruction_optimizer, dataset_split_fn):
-  """TFF's reconstruction evaluation client work: its state is `((),
-  the unfinalized metrics summed over every round)`; no model update."""
-  del who
+def _evaluation(model, loss, metrics, reconstruction_optimizer,
+                dataset_split_fn):
+  """The `(global weights, dataset) -> unfinalized metrics` computation of
+  TFF's reconstruction evaluation: reconstruct, then evaluate."""
   initial_local = model.initial_local_weights
-  weights_type = specs.plain(model.global_weights_spec)
-  data_type = tf.data.DatasetSpec(specs.plain(model.input_spec))
 
   def evaluate(global_weights, dataset):
     recon_data, eval_data = dataset_split_fn(dataset)
@@ -342,74 +327,6 @@ def _evaluation_client_work(who, model, loss, metrics,
 
     return _as_lists(eval_data.reduce(metrics.initial(), step))
 
-  evaluate_tf = specs.tf_computation(evaluate, weights_type, data_type)
-  unfinalized_type = specs.plain(evaluate_tf.result_spec)
-  zeros_tf = specs.tf_computation(lambda: ((), _as_lists(metrics.initial())))
-  state_type = specs.plain(zeros_tf.result_spec)
-
-  def report(state, summed):
-    totals = tf.nest.map_structure(tf.add, state[1], summed)
-    return ((), totals), (metrics.finalize(summed), metrics.finalize(totals))
-
-  report_tf = specs.tf_computation(report, state_type, unfinalized_type)
-  no_update = specs.tf_computation(
-      lambda: templates.ClientResult((), ()))
-
-  @computations.federated_computation()
-  def init_fn():
-    return intrinsics.federated_eval(zeros_tf, ft.SERVER)
-
-  @computations.federated_computation(
-      ft.server(state_type), ft.clients(weights_type), ft.clients(data_type))
-  def next_fn(state, weights, client_data):
-    summed = intrinsics.federated_sum(
-        intrinsics.federated_map(evaluate_tf, (weights, client_data)))
-    reported = intrinsics.federated_map(report_tf, (state, summed))
-    metrics_now, metrics_total = reported[1][0], reported[1][1]
-    measurements = intrinsics.federated_zip(collections.OrderedDict(
-        eval=collections.OrderedDict(current_round_metrics=metrics_now,
-                                     total_rounds_metrics=metrics_total)))
-    return measured.MeasuredProcessOutput(
-        reported[0], intrinsics.federated_eval(no_update, ft.CLIENTS),
-        measurements)
-
-  return templates.ClientWorkProcess(init_fn, next_fn)
-
-
-def _empty_mean_process():
-  """What TFF's `MeanFactory().create((), ())` makes for an evaluation's
-  empty update: its state and measurements, nothing to average."""
-  empty = collections.OrderedDict(value_sum_process=(), weight_sum_process=())
-  nothing = collections.OrderedDict(mean_value=(), mean_weight=())
-
-  @computations.federated_computation()
-  def init_fn():
-    return intrinsics.federated_value(empty, ft.SERVER)
-
-  @computations.federated_computation(
-      ft.server(empty), ft.clients(()), ft.clients(()))
-  def next_fn(state, value, weight):
-    del value, weight
-    return measured.MeasuredProcessOutput(
-        state, intrinsics.federated_value((), ft.SERVER),
-        intrinsics.federated_value(nothing, ft.SERVER))
-
-  return aggregation_process.AggregationProcess(init_fn, next_fn)
-
-
-def _identity_finalizer(weights_type):
-  """A finalizer that keeps the model weights as they are (evaluation
-  updates nothing): no state, no measurements."""
-
-  @computations.federated_computation()
-  def init_fn():
-    return intrinsics.federated_value((), ft.SERVER)
-
-  @computations.federated_computation(
-      ft.server(()), ft.server(weights_type), ft.server(()))
-  def next_fn(state, weights, update):
-    del update
-    return measured.MeasuredProcessOutput(
-        state, weights, intrinsics.federated_value((), ft.SERVER))
-
-  return templates.FinalizerProcess(init_fn, next_fn)
+  return specs.tf_computation(
+      evaluate, specs.plain(model.global_weights_spec),
+      tf.data.DatasetSpec(specs.plain(model.input_spec)))

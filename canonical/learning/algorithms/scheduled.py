@@ -2,10 +2,10 @@
 clients train, in round `r` (from 0), with `client_optimizer_fn(
 client_learning_rate_fn(r))`.
 
-The client work's state is the round number (int32), broadcast every
-round; each client builds its optimizer from the scheduled rate inside its
-piece, trains with it from a fresh state and sends `initial - trained`
-weighted by its example count. Its measurements are TFF's:
+The client work is FedAvg's, whose state is the round number (int32),
+broadcast every round: each client builds its optimizer from the scheduled
+rate inside its piece, trains with it from a fresh state and sends `initial
+- trained` weighted by its example count. Its measurements are TFF's:
 `OrderedDict(train=metrics, client_learning_rate=rate)`.
 """
 
@@ -17,8 +17,6 @@ from canonical import errors
 from canonical.core import computations
 from canonical.core import intrinsics
 from canonical.core import specs
-from canonical.core import types as ft
-from canonical.learning import evaluation
 from canonical.learning import loop_builder
 from canonical.learning import model_fns
 from canonical.learning import templates
@@ -45,57 +43,59 @@ def build_weighted_fed_avg_with_optimizer_schedule(
       raise errors.InvalidTypeError(
           f'{who}: {name} must be a function, got {fn!r}.')
   loop_builder.check_loop_implementation(loop_implementation, who)
-  model_delta.refuse_metrics_aggregator(metrics_aggregator, who)
+  metrics_aggregator = model_delta.check_metrics_aggregator(
+      metrics_aggregator, who)
   model = model_fns.functional_model_of(model_fn, who)
   # As TFF does, build one optimizer up front so a wrong kind fails here.
   model_fns.optimizer_of(client_optimizer_fn(1.0),
                          f'{who}: client_optimizer_fn(1.0)')
   client_work = _scheduled_client_work(
-      who, model, client_learning_rate_fn, client_optimizer_fn)
+      who, model, client_learning_rate_fn, client_optimizer_fn,
+      metrics_aggregator)
   return averaging.compose(who, model.initial_model_weights, client_work,
                            server_optimizer_fn, model_aggregator,
                            weighted=True, model_distributor=model_distributor)
 
 
-def _scheduled_client_work(who, model, learning_rate_fn, optimizer_fn):
-  weights_type = specs.plain(model.weights_spec)
-  data_type = tf.data.DatasetSpec(model.batch_spec)
+def _scheduled_client_work(who, model, learning_rate_fn, optimizer_fn,
+                           metrics_aggregator):
+  """FedAvg's client work (`model_delta.client_work_of`) whose state, the
+  round number, builds each client's optimizer; after the round the state
+  counts one more and the measurements add the round's rate."""
 
   def rate_of(round_num):
     return tf.cast(learning_rate_fn(round_num), tf.float32)
 
-  def train(weights, dataset, round_num):
+  def first_round(trainable_specs):
+    del trainable_specs
+    return tf.constant(0, tf.int32)
+
+  def train(model, dataset, weights, round_num):
     optimizer = model_fns.optimizer_of(
         optimizer_fn(rate_of(round_num)), f'{who}: client_optimizer_fn')
     step = model_delta.training_step(optimizer, hparams_in_state=False)
-    update, num_examples, sums = step.run(model, dataset, weights, None)
-    return templates.ClientResult(update, num_examples), sums
+    return step.run(model, dataset, weights, None)
 
-  train_tf = specs.tf_computation(train, weights_type, data_type,
-                                  _ROUND_SPEC)
-  sums_type = specs.plain(train_tf.result_spec)[1]
-  finish_tf = specs.tf_computation(
-      lambda sums: evaluation.reported_metrics(model, sums), sums_type)
+  inner = model_delta.client_work_of(
+      model, model_delta.ClientStep(first_round, train),
+      model_delta.ClientWeighting.NUM_EXAMPLES, metrics_aggregator)
+  state_type, weights_type, data_type = inner.next.parameter_types
   rate_tf = specs.tf_computation(rate_of, _ROUND_SPEC)
   add_one = specs.tf_computation(lambda round_num: round_num + 1,
                                  _ROUND_SPEC)
 
   @computations.federated_computation()
   def init_fn():
-    return intrinsics.federated_value(0, ft.SERVER)
+    return inner.initialize()
 
-  @computations.federated_computation(
-      ft.server(_ROUND_SPEC), ft.clients(weights_type),
-      ft.clients(data_type))
+  @computations.federated_computation(state_type, weights_type, data_type)
   def next_fn(state, weights, client_data):
-    trained = intrinsics.federated_map(
-        train_tf, (weights, client_data,
-                   intrinsics.federated_broadcast(state)))
+    output = inner.next(state, weights, client_data)
     measurements = intrinsics.federated_zip(collections.OrderedDict(
-        train=intrinsics.federated_map(finish_tf,
-                                       intrinsics.federated_sum(trained[1])),
+        train=output.measurements['train'],
         client_learning_rate=intrinsics.federated_map(rate_tf, state)))
     return measured.MeasuredProcessOutput(
-        intrinsics.federated_map(add_one, state), trained[0], measurements)
+        intrinsics.federated_map(add_one, state), output.result,
+        measurements)
 
   return templates.ClientWorkProcess(init_fn, next_fn)

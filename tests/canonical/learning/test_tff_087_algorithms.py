@@ -425,3 +425,58 @@ def test_fed_recon_eval_reconstructs_then_evaluates_as_tffs():
   np.testing.assert_array_equal(  # Evaluation never moves the model.
       evaluation.get_model_weights(state).trainable[0],
       training.get_model_weights(trained).trainable[0])
+
+
+# TFF 0.87 with metrics_aggregator=tff.learning.metrics.
+# secure_sum_then_finalize (the test execution context): the same training
+# metrics from FedAvg and Mime Lite, the loss after quantization.
+TFF_SECURE_TRAIN = dict(sparse_categorical_accuracy=0.5, loss=1.076355,
+                        num_examples=8, num_batches=5)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('builder', [algorithms.build_weighted_fed_avg,
+                                     algorithms.build_weighted_mime_lite])
+def test_a_metrics_aggregator_is_passed_through(builder):
+  process = builder(
+      model_fn, optimizers.build_sgdm(0.1),
+      metrics_aggregator=tff.learning.metrics.secure_sum_then_finalize)
+  train = process.next(process.initialize(),
+                       client_data()).metrics['client_work']['train']
+  assert list(train['secure_sum_measurements']) == [
+      '0.0/1048575.0/float32', '0/1048575/int64']
+  assert {name: train[name] for name in TFF_SECURE_TRAIN} == pytest.approx(
+      TFF_SECURE_TRAIN, rel=1e-6)
+
+
+# TFF 0.87's build_fed_eval at its initial (zero) model: the state keeps
+# the metrics aggregation's unfinalized sums.
+TFF_FED_EVAL_STATE = collections.OrderedDict(
+    sparse_categorical_accuracy=[6.0, 8.0], loss=[8.7888985, 8.0],
+    num_examples=[8], num_batches=[5])
+
+
+def test_fed_eval_keeps_tffs_state():
+  process = algorithms.build_fed_eval(model_fn)
+  assert str(process.next.type_signature) == (
+      '(<state=<global_model_weights=<trainable=<float32[4,3],float32[3]>,'
+      'non_trainable=<>>,distributor=<>,client_work=<<>,'
+      '<sparse_categorical_accuracy=<float32,float32>,loss=<float32,float32>'
+      ',num_examples=<int64>,num_batches=<int64>>>,aggregator=<value_sum_'
+      'process=<>,weight_sum_process=<>>,finalizer=<>>@SERVER,client_data='
+      '{<float32[?,4],int32[?]>*}@CLIENTS> -> <state=<global_model_weights='
+      '<trainable=<float32[4,3],float32[3]>,non_trainable=<>>,distributor=<>'
+      ',client_work=<<>,<sparse_categorical_accuracy=<float32,float32>,loss='
+      '<float32,float32>,num_examples=<int64>,num_batches=<int64>>>,'
+      'aggregator=<value_sum_process=<>,weight_sum_process=<>>,finalizer=<>>'
+      '@SERVER,metrics=<distributor=<>,client_work=<eval=<current_round_'
+      'metrics=<sparse_categorical_accuracy=float32,loss=float32,num_examples'
+      '=int64,num_batches=int64>,total_rounds_metrics=<sparse_categorical_'
+      'accuracy=float32,loss=float32,num_examples=int64,num_batches=int64>>>'
+      ',aggregator=<mean_value=<>,mean_weight=<>>,finalizer=<>>@SERVER>)')
+  output = process.next(process.initialize(), client_data())
+  sums = output.state.client_work[1]
+  for name, expected in TFF_FED_EVAL_STATE.items():
+    np.testing.assert_allclose(sums[name], expected, rtol=1e-6)
+  with pytest.raises(TypeError, match='metrics_aggregation_process'):
+    algorithms.build_fed_eval(model_fn, metrics_aggregation_process=object())
