@@ -116,6 +116,7 @@ def test_a_map_reduce_form_built_from_tffs_pieces_runs_its_round():
   assert (float(state), float(output['ratio_over_threshold'])) == (76.0, 0.5)
 
 
+@pytest.mark.slow
 def test_a_map_reduce_form_runs_on_beam(tmp_path):
   mrf = _temperature_form()
   path = tff.save(mrf, str(tmp_path / 'form.pb'))
@@ -221,6 +222,7 @@ def test_a_distribute_aggregate_form_runs_the_round():
                        F(1.0), [F(1.0), F(2.0)]) == (3.0, 1.5)
 
 
+@pytest.mark.slow
 def test_a_learning_round_as_a_distribute_aggregate_form():
 
   def model_fn():

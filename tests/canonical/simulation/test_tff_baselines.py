@@ -165,6 +165,7 @@ def test_the_models_have_tffs_weights(make, expected):
   assert _shapes_digest(make()) == expected
 
 
+@pytest.mark.slow
 def test_a_task_trains_in_federated_averaging():
   task = B.emnist.create_character_recognition_task(
       B.ClientSpec(num_epochs=2, batch_size=5, shuffle_buffer_size=1),
@@ -184,7 +185,8 @@ def test_a_task_trains_in_federated_averaging():
     assert train['num_examples'] == 40  # 2 clients x 10 digits x 2 epochs.
   assert losses[-1] < losses[0]
   form = tff.compile(process)
-  assert form.client_data_spec.element_spec == task.datasets.element_type_structure
+  assert form.client_data_spec.element_spec == (
+      task.datasets.element_type_structure)
 
 
 def test_task_datasets_summary_and_samples_are_tffs():
