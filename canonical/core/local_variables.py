@@ -333,6 +333,10 @@ class _Scope:
     return order
 
 
+# Marks a node `_become` made: a pure op now, that nothing needs to wait for.
+_LOWERED = '_lowered_variable_op'
+
+
 def _become(node, op, data_inputs, attrs):
   """Turns `node` into an `op` node of the same name (its control inputs
   kept, so what it was ordered with it still is)."""
@@ -343,6 +347,33 @@ def _become(node, op, data_inputs, attrs):
   node.input.extend(list(data_inputs) + controls)
   for key, value in attrs.items():
     node.attr[key].CopyFrom(value)
+  node.attr[_LOWERED].b = True
+
+
+def _drop_waits_for_lowered(nodes, function=None):
+  """Control dependencies on lowered ops go: they ordered reads and writes
+  of a variable, which data edges order now; kept, they would also force
+  values nothing reads (a variable's initial value that the next assignment
+  replaces) to be computed."""
+  lowered = set()
+  for node in nodes:
+    if node.attr.pop(_LOWERED, None) is not None:
+      lowered.add(node.name)
+  if not lowered:
+    return
+  for node in nodes:
+    kept = [i for i in node.input
+            if not (i.startswith('^') and i[1:] in lowered)]
+    if len(kept) != len(node.input):
+      del node.input[:]
+      node.input.extend(kept)
+  if function is not None:
+    for name in lowered & set(function.control_ret):
+      del function.control_ret[name]
+    outputs = [o for o in function.signature.control_output
+               if o not in lowered]
+    del function.signature.control_output[:]
+    function.signature.control_output.extend(outputs)
 
 
 def _data_inputs(node):
@@ -382,6 +413,9 @@ class _Lowering:
     for node in self.graph.node:
       node.attr.pop('_class', None)  # Colocation with handles now gone.
     self._prune_library()
+    _drop_waits_for_lowered(self.graph.node)
+    for function in self.graph.library.function:
+      _drop_waits_for_lowered(function.node_def, function)
     return self.graph
 
   def _prune_library(self):
@@ -1059,8 +1093,11 @@ def lower(concrete, input_signature, where=lambda op_type, name: None):
               for leaf in nest.flatten(structure, expand_composites=True)]
     return nest.pack_sequence_as(structure, leaves, expand_composites=True)
 
-  # Imported functions are the graph's, not yet the runtime's.
+  # Imported functions are the graph's, not yet the runtime's (those the
+  # runtime has already are the originals, which were left as they are).
+  runtime = context.context()
   for function in graph_def.library.function:
-    context.context().add_function_def(function)
+    if not runtime.has_function(function.signature.name):
+      runtime.add_function_def(function)
   return tf.function(rebuilt, input_signature=input_signature,
                      autograph=False).get_concrete_function()

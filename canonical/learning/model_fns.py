@@ -8,15 +8,18 @@ from canonical.learning import keras_optimizers
 from canonical.learning import model as model_lib
 from canonical.learning import models
 from canonical.learning import optimizers
+from canonical.learning import variable_model
 
 
 def functional_model_of(model_fn, who):
   """The `FunctionalModel` that `model_fn` names.
 
   `model_fn` is a no-argument function returning a `FunctionalModel` (TFF's
-  pattern), or returning a built `keras.Model` (wrapped with the default
-  sparse cross-entropy loss on logits and accuracy), or a `FunctionalModel`
-  itself (which saves building the Keras model once per builder).
+  pattern) or a `VariableModel` (run as pure functions of its weights,
+  `variable_model.functions_of`), or returning a built `keras.Model`
+  (wrapped with the default sparse cross-entropy loss on logits and
+  accuracy), or a `FunctionalModel` itself (which saves building the Keras
+  model once per builder).
   """
   if isinstance(model_fn, model_lib.FunctionalModel):
     return model_fn
@@ -32,14 +35,8 @@ def functional_model_of(model_fn, who):
       pure, model_lib.FunctionalModel):
     return pure
   if isinstance(model, models.VariableModel):
-    raise errors.InvalidTypeError(
-        f'{who}: model_fn returned {type(model).__qualname__}, a '
-        'tff.learning.models.VariableModel: its forward pass reads and '
-        'writes tf.Variables, and the pieces of a canonical form are pure '
-        'functions. Build the model with tff.learning.models.'
-        'from_keras_model(keras_model, loss, input_spec, metrics=...) or '
-        'functional_model_from_keras(...), which take the weights in and '
-        'out as tensors.')
+    # Made afresh inside each computation, its variables lowered into values.
+    return variable_model.functions_of(model_fn, model)
   if isinstance(model, keras.Model):
     return keras_functional.KerasFunctionalModel(model)
   raise errors.InvalidTypeError(

@@ -16,6 +16,7 @@ from canonical.learning.model import ModelWeights
 from canonical.learning.model_weights import weights_type_from_model
 from canonical.learning.reconstruction_model import ReconstructionDatasetSplitFn
 from canonical.learning.reconstruction_model import ReconstructionModel
+from canonical.learning.variable_model import VariableModel
 
 __all__ = [
     'BatchOutput', 'FunctionalModel', 'ModelWeights',
@@ -33,12 +34,6 @@ def model_from_functional(functional_model, metric_constructors=()):
   from canonical.learning import model_from_functional as lib  # pylint: disable=g-import-not-at-top
   return lib.model_from_functional(functional_model, metric_constructors)
 
-
-class VariableModel:
-  """TFF's variable-holding model, for `isinstance` and subclassing only:
-  a builder given one refuses it by name (`model_fns.functional_model_of`),
-  since its forward pass reads and writes `tf.Variable`s and the pieces of
-  a canonical form are pure functions."""
 
 def cnn_28x28(num_classes=10):
   """The CNN of TFF's compression tutorial (EMNIST): 1,663,370 parameters with 10 classes."""

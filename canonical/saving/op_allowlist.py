@@ -4,7 +4,8 @@ A form file may come from anywhere, and running a piece runs every op in its
 graph. The default allows the op libraries of pure in-memory computation
 (math, nn, array, bitwise, control flow, function calls, stateless random,
 linalg, strings, parsing, sparse, ragged, tensor lists, datasets built from
-tensors and their pure transformations, seeded shuffles and samples), minus
+tensors and their pure transformations, seeded shuffles and samples, and
+the data-flow library's `DynamicStitch`, which gradients use), minus
 their members that touch files, other processes or the
 interpreter, and minus stateful ops other than a few known harmless ones
 (function calls, Assert, dataset iteration, reading the clock). Everything else is refused:
@@ -67,6 +68,10 @@ _SEEDED_DATASETS = frozenset({
     'RandomDatasetV2',
 })
 
+# Pure ops of tf's data-flow library (which also holds queues, stacks and
+# tensor arrays, refused): the gradient of a reduction stitches with them.
+_PURE_DATA_FLOW = frozenset({'DynamicStitch', 'ParallelDynamicStitch'})
+
 # Stateless ops of those libraries that still reach outside the process.
 _REFUSED = frozenset({
     'Abort',             # ends the process
@@ -86,7 +91,7 @@ def default_allowed_ops():
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from tensorflow.python.framework import op_def_registry  # pylint: disable=g-import-not-at-top
   allowed = {'Placeholder', 'Const', 'NoOp', *_PURE_EXPERIMENTAL_DATASETS,
-             *_SEEDED_DATASETS}
+             *_SEEDED_DATASETS, *_PURE_DATA_FLOW}
   for name in dir(tf.raw_ops):
     if name.startswith('_') or name in _REFUSED:
       continue

@@ -9,7 +9,6 @@ is resolved when it is empty.
 NOT_YET = {
     'tff.learning.algorithms.build_personalization_eval_computation': 'tff.learning.algorithms.build_personalization_eval_computation is missing',
     'tff.learning.metrics.create_keras_metric_finalizer': 'tff.learning.metrics is missing',
-    'tff.learning.models.VariableModel': "lacks method 'forward_pass'; lacks property 'input_spec'; lacks property 'local_variables'; lacks method 'metric_finalizers'; lacks property 'non_trainable_variables'; lacks method 'predict_on_batch'; lacks method 'report_local_unfinalized_metrics'; lacks method 'reset_metrics'; lacks property 'trainable_variables'",
     'tff.learning.models.load': 'tff.learning.models.load is missing',
     'tff.learning.models.save': 'tff.learning.models.save is missing',
 }
