@@ -48,7 +48,7 @@ class BatchResult(NamedTuple):
 
 
 def split_batch(batch):
-  """`(x, y)` from a batch given as an `(x, y)` pair or a dict with 'x' and 'y'."""
+  """`(x, y)` of a batch: an `(x, y)` pair or a dict with 'x' and 'y'."""
   if isinstance(batch, Mapping) and 'x' in batch and 'y' in batch:
     return batch['x'], batch['y']
   if isinstance(batch, (tuple, list)) and len(batch) == 2:
@@ -271,13 +271,17 @@ class FunctionalModel:
     num_examples = sums['num_examples']
     means = {'loss': tf.math.divide_no_nan(sums['loss_sum'], num_examples),
              'num_examples': num_examples}
-    means.update(self.finalize_metrics(self.unfinalized_metrics(sums)))
+    finalized = self.finalize_metrics(self.unfinalized_metrics(sums))
+    if isinstance(finalized, Mapping):
+      means.update(finalized)
+    else:  # One metric's value, or a list of them.
+      means['metrics'] = finalized
     return means
 
   def _metrics_state_structure(self):
     if self._state_structure is None:
-      traced = tf.function(self.initialize_metrics_state).get_concrete_function()
-      self._state_structure = traced.structured_outputs
+      traced = tf.function(self.initialize_metrics_state)
+      self._state_structure = traced.get_concrete_function().structured_outputs
     return self._state_structure
 
 

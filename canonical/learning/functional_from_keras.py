@@ -43,8 +43,16 @@ def _keras_model_of(keras_model):
   return model
 
 
+def _layers(model):
+  """Every layer of `model`, nested ones included."""
+  for layer in model.layers:
+    yield layer
+    if isinstance(layer, keras.Model):
+      yield from _layers(layer)
+
+
 def _check_model(model):
-  for layer in model._flatten_layers(include_self=False):  # pylint: disable=protected-access
+  for layer in _layers(model):
     if isinstance(layer, keras.layers.BatchNormalization):
       raise KerasFunctionalModelError(
           f'{_WHO}: the Keras model has a BatchNormalization layer '

@@ -11,7 +11,8 @@ piece per function of the model, each a GraphDef:
 |---|---|
 | initial_weights | () -> (trainable, non_trainable) |
 | split_batch | (batch) -> (x, y): keeps `input_spec` |
-| predict_on_batch_training, predict_on_batch_inference | (weights, x) -> predictions |
+| predict_on_batch_training | (weights, x) -> predictions |
+| predict_on_batch_inference | (weights, x) -> predictions |
 | loss | (predictions, label) -> loss |
 | initialize_metrics_state | () -> state |
 | update_metrics_state | (state, label, BatchOutput) -> state |
@@ -227,7 +228,8 @@ def _load_piece(proto, where):
     input_specs = structure_coding.decode(proto.input_structure)
     output_spec = structure_coding.decode(proto.output_structure)
   except structure_coding.StructureError as e:
-    raise ModelFileError(f'{what}: bad input or output structure: {e}') from None
+    raise ModelFileError(
+        f'{what}: bad input or output structure: {e}') from None
   graph_def = tf.compat.v1.GraphDef()
   graph_def.CopyFrom(proto.graph)
   for node in graph_def.node:

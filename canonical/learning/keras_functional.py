@@ -138,7 +138,7 @@ class KerasFunctionalModel(functional.FunctionalModel):
 
   @property
   def weights_spec(self):
-    """`ModelWeights` of `tf.TensorSpec`, in the order `stateless_call` takes."""
+    """`ModelWeights` of `tf.TensorSpec`s, in `stateless_call`'s order."""
     return ModelWeights(
         tuple(_spec_of(v) for v in self._model.trainable_variables),
         tuple(_spec_of(v) for v in self._model.non_trainable_variables))
@@ -183,7 +183,7 @@ class KerasFunctionalModel(functional.FunctionalModel):
     return _numpy_weights(_build(self._model_fn, seed))
 
   def forward(self, weights, x, training=False):
-    """`(outputs, new_non_trainable)` of the model at `weights` on a batch `x`."""
+    """`(outputs, new_non_trainable)` at `weights` on a batch `x`."""
     outputs, non_trainable, _ = self._call(weights, x, training)
     return outputs, non_trainable
 

@@ -139,7 +139,8 @@ class ReconstructionModel(metaclass=abc.ABCMeta):
   @classmethod
   def build_dataset_split_fn(cls, recon_epochs=1, recon_steps_max=None,
                              post_recon_epochs=1, post_recon_steps_max=None,
-                             split_dataset=False) -> ReconstructionDatasetSplitFn:
+                             split_dataset=False
+                             ) -> ReconstructionDatasetSplitFn:
     """A `ReconstructionDatasetSplitFn`: each stage's data repeated for its
     epochs, then cut to its maximum number of batches if given; with
     `split_dataset`, even-numbered batches reconstruct and odd-numbered ones

@@ -11,7 +11,7 @@ from canonical import errors
 class NumExamplesCounter(keras.metrics.Sum):
   """Counts examples: the first dimension of the (first) labels."""
 
-  def __init__(self, name='num_examples', dtype=tf.int64):  # pylint: disable=useless-parent-delegation
+  def __init__(self, name='num_examples', dtype=tf.int64):
     super().__init__(name, dtype)
 
   def update_state(self, y_true, y_pred=None, sample_weight=None):
@@ -27,7 +27,7 @@ class NumExamplesCounter(keras.metrics.Sum):
 class NumBatchesCounter(keras.metrics.Sum):
   """Counts batches: one per update."""
 
-  def __init__(self, name='num_batches', dtype=tf.int64):  # pylint: disable=useless-parent-delegation
+  def __init__(self, name='num_batches', dtype=tf.int64):
     super().__init__(name, dtype)
 
   def update_state(self, y_true, y_pred=None, sample_weight=None):
