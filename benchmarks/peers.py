@@ -20,6 +20,9 @@ Systems, each a row measured in its own process (see
   loop    ours: FedAvg built as a TFF user would, compiled, saved, loaded,
           rounds by `canonical.run_round`, each client's file read in the
           round.
+  api     ours through TFF's API, as the tff row runs TFF: the process built
+          as a TFF user would, rounds by `process.next(state, datasets)` on
+          in-memory tf.data datasets built before the round.
   beam    ours: `beam_runner.run` on the in-process runner; the measured
           rounds in one call, wall time / rounds.
   dask    the same on a local Dask cluster of --dask-workers processes
@@ -52,7 +55,7 @@ against the fastest peer measured (median seconds, ours / theirs < 1).
 
 Usage (from the repository root):
   python -m benchmarks.peers [--quick] [--workloads W1,W2,W3]
-      [--systems floor,loop,beam,dask,pfl,tff,flower] [--repeats 3]
+      [--systems floor,loop,api,beam,dask,pfl,tff,flower] [--repeats 3]
       [--rounds 5] [--warmup 2] [--data DIR] [--json PATH]
 """
 
@@ -98,6 +101,7 @@ MODELS = {'cnn': 'the tutorial CNN (cnn_28x28)',
 SYSTEMS = {
     'floor': 'compute floor (plain TF loop, in memory)',
     'loop': 'ours, local loop',
+    'api': 'ours, TFF API (process.next)',
     'beam': 'ours, Beam in process',
     'dask': 'ours, Dask with {dask_workers} workers',
     'pfl': 'pfl-research, one process',
@@ -118,7 +122,13 @@ TOLERANCE = dict(rtol=1e-5, atol=1e-5)
 # weights within TOLERANCE. Dask merges each worker's partial sum: float
 # re-association, ~1e-8 on W2/W3, which W1's 2,100 SGD steps amplify to
 # ~1e-2 (as the peers' own orders do); its difference is reported, not judged.
-SAME_ORDER = ('loop', 'beam')
+SAME_ORDER = ('loop', 'api', 'beam')
+# Issue 36's targets for ours through TFF's API on W2: `process.next` over
+# `run_round` on element lists (the loop row), and over TFF 0.87's own
+# `process.next` (at least 5x faster: at most 0.2 of its seconds).
+API_OVER_LOOP_TARGET = 1.5
+API_OVER_TFF_TARGET = 0.2
+API_TARGET_WORKLOADS = ('W2',)
 
 
 class BenchmarkError(RuntimeError):
@@ -272,7 +282,7 @@ def row_task(system, name, workload, data, repeat, args, scratch):
               weights_out=weights_path(scratch, system, name, repeat))
   if system in PEERS:
     return dict(task, idx_dir=IDX_DIR, actors=args.flower_actors)
-  kind = 'beam' if system in ('beam', 'dask') else system
+  kind = 'beam' if system in ('beam', 'dask') else system  # Or floor, loop, api.
   return dict(task, kind=kind, form=data['form'], shards=data['shards'],
               scratch=scratch, mode='dask' if system == 'dask' else 'in_memory',
               workers=args.dask_workers, threads=None)
@@ -388,9 +398,9 @@ def same_result(rows):
               ok=all(judged) if judged else None, workloads=workloads)
 
 
-def targets(summarized, workload_names, labels):
-  """Issue 31's targets on the medians (figure and met None: not
-  measured)."""
+def targets(summarized, workload_names, labels, rows_by_repeat=()):
+  """Issue 31's targets on the medians, and issue 36's on the rows
+  (figure and met None: not measured)."""
   result = {}
   for name in workload_names:
     systems = summarized.get(name, {})
@@ -410,7 +420,37 @@ def targets(summarized, workload_names, labels):
           f'{name}: {labels[system]} seconds over the fastest peer measured '
           f'({", ".join(sorted(peers)) or "none"})', figure, 1.0, below=True,
           ours_seconds=ours, peer_seconds=peers)
+  result.update(api_targets(rows_by_repeat, workload_names))
   return result
+
+
+def api_targets(rows, workload_names):
+  """Issue 36's targets: ours through TFF's API over the loop, and over
+  TFF 0.87's `process.next`; ratios formed within each repeat, median."""
+  result = {}
+  for name in workload_names:
+    if name not in API_TARGET_WORKLOADS:
+      continue
+    for baseline, target, what in (
+        ('loop', API_OVER_LOOP_TARGET, 'run_round on element lists (loop)'),
+        ('tff', API_OVER_TFF_TARGET, 'TFF 0.87\'s process.next')):
+      ratios = _paired_ratios(rows, name, 'api', baseline)
+      result[f'{name}_api_over_{baseline}'] = runner.judge(
+          f'{name}: ours through TFF\'s API (process.next) over {what}, '
+          'median of the repeats', statistics.median(ratios) if ratios
+          else None, target, ratios=ratios)
+  return result
+
+
+def _paired_ratios(rows, workload, system, baseline):
+  """`system`'s seconds over `baseline`'s, per repeat both measured."""
+  seconds = {}
+  for row in rows:
+    if row['workload'] == workload and row['status'] == 'measured':
+      seconds[(row['system'], row['repeat'])] = row['round_seconds']
+  return [seconds[(system, r)] / seconds[(baseline, r)]
+          for (s, r) in sorted(seconds) if s == system and
+          (baseline, r) in seconds]
 
 
 # ---------------------------------------------------------------------------
@@ -669,7 +709,7 @@ def finish(report, args):
   report['summary'] = summary(report['rows'])
   report['same_result'] = same_result(report['rows'])
   report['targets'] = targets(report['summary'], args.workloads,
-                              report['labels'])
+                              report['labels'], report['rows'])
 
 
 if __name__ == '__main__':

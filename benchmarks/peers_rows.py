@@ -23,6 +23,11 @@ A task's `kind` says what it does:
            `canonical.run_round`, each sampled client's file read in the
            timed round into the list of its batches (`read_elements`, as
            the runner reads it).
+  api      ours through TFF's API, as a TFF 0.87 user runs a simulation
+           (and as the TFF row does): the process built in the row
+           (`build_process`), each round's clients given as in-memory
+           `tf.data` datasets built before the round is timed, rounds by
+           `process.next(state, datasets)` (which runs the compiled form).
   beam     ours: `beam_runner.run` over the saved form and the client files,
            in process (mode 'in_memory') or on a local Dask cluster of
            `workers` processes (mode 'dask', started once in this process and
@@ -205,15 +210,17 @@ def _mean(values):
   return sum(values) / len(values)
 
 
-def _timed_rounds(task, run_one):
-  """Runs `run_one(sampled)` for every round of the task's samples; the
-  row's timing: the warm-up rounds', then the measured rounds' seconds and
-  CPU seconds (this process's) per round."""
+def _timed_rounds(task, run_one, before=None):
+  """Runs `run_one(sampled)` for every round of the task's samples (given
+  `before(sampled)`'s result too, made before the clock starts, if there is
+  a `before`); the row's timing: the warm-up rounds', then the measured
+  rounds' seconds and CPU seconds (this process's) per round."""
   warmup = task['warmup']
   seconds, cpu = [], []
   for sampled in task['samples']:
+    made = () if before is None else (before(sampled),)
     with runner_rows.Clock() as clock:
-      run_one(sampled)
+      run_one(sampled, *made)
     seconds.append(clock.seconds)
     cpu.append(clock.cpu)
   measured = seconds[warmup:]
@@ -300,6 +307,32 @@ def loop_row(task):
   return row
 
 
+def api_row(task):
+  """Ours through TFF's API (see the module docstring)."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  x, y = _train_data(task)
+  partition = np.load(task['partition'])
+  process = build_process(
+      task['model'], _load_initial(task['initial_weights']),
+      (tf.TensorSpec((None,) + x.shape[1:], tf.float32),
+       tf.TensorSpec([None], tf.int32)), task['client_lr'], task['server_lr'])
+  state = [process.initialize()]
+
+  def datasets(sampled):
+    return [tf.data.Dataset.from_tensor_slices(
+        (x[partition[c]], y[partition[c]])).batch(task['batch_size'])
+            for c in sampled]
+
+  def run_one(sampled, data):
+    del sampled
+    state[0] = process.next(state[0], data).state
+
+  row = _timed_rounds(task, run_one, before=datasets)
+  save_weights(task['weights_out'], _trainable(state[0]))
+  return row
+
+
 def _trainable(state):
   return [w.numpy() for w in state.global_model_weights.trainable]
 
@@ -343,7 +376,8 @@ def beam_row(task):
               **clock.per_round(rounds), **facts)
 
 
-ROWS = {'floor': floor_row, 'loop': loop_row, 'beam': beam_row}
+ROWS = {'floor': floor_row, 'loop': loop_row, 'api': api_row,
+        'beam': beam_row}
 
 
 def child_main(task_json, result_path):

@@ -11,8 +11,8 @@ Importing the package imports neither TensorFlow nor anything that does, so
 that a command line answers `--help` at once: the first use of a name of the
 language imports the language whole (the modules the package imported
 eagerly before, in the same order), and a subpackage is imported alone on
-first use. A federated computation called from Python runs by its plain
-meaning (the reference executor), however its module was reached.
+first use. A federated computation called from Python runs as its
+compiled form (`executors.compiled`), however its module was reached.
 """
 
 from canonical import _lazy
@@ -47,21 +47,22 @@ _HOMES = {
 _CONTEXT = 'canonical.core.context'
 
 
-def _run_by_plain_meaning(computation, *args):
-  from canonical.executors import reference  # pylint: disable=g-import-not-at-top
-  return reference.run(computation, *args)
+def _run_compiled(computation, *args):
+  from canonical.executors import compiled  # pylint: disable=g-import-not-at-top
+  return compiled.run(computation, *args)
 
 
-def _install_reference_executor(load, context):
+def _install_executor(load, context):
   """The language's execution context runs a federated computation called
-  from Python by its plain meaning, however the context is reached (a name
-  of this package, or `from canonical.core.computations import ...`)."""
+  from Python as its compiled form (by its plain meaning where it has
+  none), however the context is reached (a name of this package, or `from
+  canonical.core.computations import ...`)."""
   load(context)
-  context.set_executor(_run_by_plain_meaning)
+  context.set_executor(_run_compiled)
 
 
 _moved.register(_moved.CANONICAL)
-_lazy.around_import(_CONTEXT, _install_reference_executor)
+_lazy.around_import(_CONTEXT, _install_executor)
 
 
 __getattr__, __dir__ = _lazy.module_getattr(globals(), _HOMES,

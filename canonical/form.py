@@ -183,6 +183,9 @@ class Piece:
       if not isinstance(spec, tf.data.DatasetSpec):
         flat.append(tensor_of(self, spec, value))
         continue
+      if isinstance(value, unrolled_datasets.Encoded):
+        flat.extend(value.tensors)
+        continue
       try:
         flat.extend(unrolled_datasets.encode(spec.element_spec, value))
       except ValueError as e:
@@ -213,8 +216,8 @@ class Piece:
 
 
 def _is_elements(spec, value):
-  return isinstance(spec, tf.data.DatasetSpec) and isinstance(value,
-                                                              (list, tuple))
+  return isinstance(spec, tf.data.DatasetSpec) and isinstance(
+      value, (list, tuple, unrolled_datasets.Encoded))
 
 
 def _has_elements(specs, args):
@@ -228,6 +231,8 @@ def _has_elements(specs, args):
 
 def _dataset_of(spec, elements):
   """The dataset of `elements`, for a piece that cannot take them unrolled."""
+  if isinstance(elements, unrolled_datasets.Encoded):
+    elements = elements.elements()
   elements = list(elements)
   return tf.data.Dataset.from_generator(lambda: iter(elements),
                                         output_signature=spec.element_spec)

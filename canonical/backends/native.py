@@ -1,42 +1,39 @@
 """TFF's `tff.backends.native` and `tff.backends.test` execution contexts:
-here every one is the reference executor, with TFF's `default_num_clients`
-(how many clients a computation with no CLIENTS argument runs on). Secure
-sums run by their meaning, as TFF's test context runs them."""
+here every one runs a computation as its compiled form where it has one
+(`canonical.executors.compiled`), by the reference executor otherwise, with
+TFF's `default_num_clients` (how many clients a computation with no CLIENTS
+argument runs on)."""
 
 import functools
 
 from canonical.core import context
 from canonical import errors
-from canonical.executors import reference
+from canonical.executors import compiled
 
 
 def set_sync_local_cpp_execution_context(default_num_clients=0,
                                          max_concurrent_computation_calls=-1,
                                          stream_structs=False):
-  """Federated computations called from Python run by the reference
-  executor, on `default_num_clients` clients where no argument says."""
+  """Federated computations called from Python run compiled (or by the
+  reference executor), on `default_num_clients` clients where no argument
+  says."""
   del max_concurrent_computation_calls, stream_structs  # One process here.
-  if isinstance(default_num_clients, bool) or not isinstance(
-      default_num_clients, int) or default_num_clients < 0:
-    raise errors.InvalidValueError(
-        'set_sync_local_cpp_execution_context: default_num_clients must be '
-        f'a non-negative int, got {default_num_clients!r}.')
-  context.set_executor(functools.partial(
-      reference.run, default_num_clients=default_num_clients))
+  context.set_executor(_executor(default_num_clients))
 
 
 set_sync_test_cpp_execution_context = set_sync_local_cpp_execution_context
 set_localhost_cpp_execution_context = set_sync_local_cpp_execution_context
 
+
 def _executor(default_num_clients):
-  """The executor `set_sync_local_cpp_execution_context` installs, as a
-  value (the contexts below run computations by it)."""
-  previous = context.set_executor(None)
-  try:
-    set_sync_local_cpp_execution_context(default_num_clients)
-  finally:
-    installed = context.set_executor(previous)
-  return installed
+  """What runs a computation called from Python in these contexts."""
+  if isinstance(default_num_clients, bool) or not isinstance(
+      default_num_clients, int) or default_num_clients < 0:
+    raise errors.InvalidValueError(
+        'default_num_clients must be a non-negative int, got '
+        f'{default_num_clients!r}.')
+  return functools.partial(compiled.run,
+                           default_num_clients=default_num_clients)
 
 
 def create_sync_local_cpp_execution_context(

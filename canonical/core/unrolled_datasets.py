@@ -97,6 +97,65 @@ def encode(element_spec, elements):
   return tensors
 
 
+class Encoded:
+  """A dataset's elements already encoded (`encode`'s tensors, numpy), as
+  a reader that never had them one by one gives them: a piece or batched
+  work takes it where it takes a list of elements."""
+
+  def __init__(self, element_spec, count, tensors):
+    self.element_spec = element_spec
+    self.count = count  # The number of elements.
+    self.tensors = tensors
+
+  def __len__(self):
+    return self.count
+
+  def elements(self):
+    """The elements, as numpy structures (views of the tensors)."""
+    columns, position = [], 0
+    for spec in tf.nest.flatten(self.element_spec):
+      if not spec.shape.rank:
+        columns.append(list(self.tensors[position]))
+        position += 1
+        continue
+      values, splits = self.tensors[position], self.tensors[position + 1]
+      position += 2
+      columns.append([values[a:b] for a, b in zip(splits[:-1], splits[1:])])
+    return [tf.nest.pack_sequence_as(self.element_spec,
+                                     [np.asarray(c[i]) for c in columns])
+            for i in range(self.count)]
+
+
+def concatenate(element_spec, clients):
+  """One encoding of several clients' elements, in order; each client a
+  list of elements or an `Encoded`."""
+  if not any(isinstance(c, Encoded) for c in clients):
+    return encode(element_spec, [e for elements in clients
+                                 for e in elements])
+  encodings = [c.tensors if isinstance(c, Encoded) else
+               encode(element_spec, c) for c in clients]
+  joined, position = [], 0
+  for spec in tf.nest.flatten(element_spec):
+    parts = [e[position] for e in encodings]
+    if not spec.shape.rank:
+      joined.append(np.concatenate(parts) if parts else
+                    np.zeros([0], _numpy_dtype(spec)))
+      position += 1
+      continue
+    splits = [e[position + 1] for e in encodings]
+    position += 2
+    offsets = np.cumsum([0] + [s[-1] for s in splits[:-1]])
+    joined.append(np.concatenate(parts, axis=0))
+    joined.append(np.concatenate(
+        [[0]] + [s[1:] + o for s, o in zip(splits, offsets)]).astype(
+            np.int64))
+  return joined
+
+
+def _numpy_dtype(spec):
+  return object if spec.dtype == tf.string else spec.dtype.as_numpy_dtype
+
+
 def tensor_fed(graph_def, input_tensors, flat_input_specs, output_tensors):
   """The function of `graph_def` (bound by tensor names) with its datasets
   fed as their elements' `encode`d tensors; Unsupported as `unroll`."""

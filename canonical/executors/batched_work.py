@@ -67,16 +67,14 @@ class BatchedWork:
 
   def __call__(self, accumulator, broadcast, clients):
     """Runs work and accumulate for each client of `clients` (lists of
-    elements) from `accumulator` (None: zero): the new accumulator (None if
+    elements, or `unrolled_datasets.Encoded`) from `accumulator` (None: zero): the new accumulator (None if
     no client passed) and a bool array, per client, of which passed the
     non-finite policy."""
     if not clients:
       return accumulator, np.zeros([0], bool)
     form = self._form
     start = form.zero() if accumulator is None else accumulator
-    encoded = _encode_clients(self._element_spec,
-                              [e for elements in clients for e in elements],
-                              [len(elements) for elements in clients])
+    encoded = _encode_clients(self._element_spec, clients)
     flat = self._traced(start, broadcast, encoded)(
         *tf.nest.flatten(start), *tf.nest.flatten(broadcast), *encoded)
     flat_accumulator, ok = flat[:-1], flat[-1].numpy()
@@ -152,12 +150,13 @@ _CHECKS = {'keep': lambda update: tf.constant(True), 'drop': _all_finite,
            'drop_nan': _no_nan}
 
 
-def _encode_clients(element_spec, elements, counts):
-  """The clients' elements encoded as one dataset's, after the element
-  bounds of each client ([K + 1], int64)."""
-  bounds = np.zeros(len(counts) + 1, np.int64)
-  np.cumsum(counts, out=bounds[1:])
-  return [bounds] + unrolled_datasets.encode(element_spec, elements)
+def _encode_clients(element_spec, clients):
+  """The clients' elements (lists, or `unrolled_datasets.Encoded`) encoded
+  as one dataset's, after the element bounds of each client ([K + 1],
+  int64)."""
+  bounds = np.zeros(len(clients) + 1, np.int64)
+  np.cumsum([len(c) for c in clients], out=bounds[1:])
+  return [bounds] + unrolled_datasets.concatenate(element_spec, clients)
 
 
 def _client_slice(element_spec, encoded, first, end):

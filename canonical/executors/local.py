@@ -14,6 +14,7 @@ import numpy as np
 
 from canonical import errors
 from canonical import form as form_lib
+from canonical.core import unrolled_datasets
 from canonical.executors import batched_work
 from canonical.secagg import sums as secure_sums
 
@@ -29,8 +30,8 @@ def run_round(form: form_lib.CanonicalForm, state, client_data: Sequence,
   work returns per-client outputs: as `next` returns them.
 
   `client_data` holds one entry per participating client (a tf.data.Dataset
-  or the list of its elements, or tensors, as the form's D says); given as
-  element lists, a plain round's clients run in one call
+  or the list of its elements, or `unrolled_datasets.Encoded` ones, or
+  tensors, as the form's D says); given as element lists, a plain round's clients run in one call
   (`batched_work`), to the same result. `client_states` one state per client when the
   form keeps client state (None for a client new to the round: the form's
   `client_state_init` makes its state). With `merge_seed`, clients are split into random
@@ -57,8 +58,8 @@ def run_round(form: form_lib.CanonicalForm, state, client_data: Sequence,
         'but client_states were given.')
   broadcast = form.prepare(state)
   batched = merge_seed is None and client_data and all(
-      isinstance(d, (list, tuple)) for d in client_data) and (
-          batched_work.BatchedWork.of(form))
+      isinstance(d, (list, tuple, unrolled_datasets.Encoded))
+      for d in client_data) and batched_work.BatchedWork.of(form)
   if batched:  # One call for all clients: the same accumulator.
     aggregate, _ = batched(None, broadcast, client_data)
     new_state, metrics = form.update(

@@ -8,6 +8,7 @@ tested against, and what calling a federated computation from Python runs
 (`canonical` installs it as the language's executor, `canonical.core.context`).
 """
 
+import numpy as np
 import tensorflow as tf
 from tensorflow.python.util import nest
 
@@ -28,22 +29,7 @@ def run(computation, *args, default_num_clients=0):
         f'reference.run expects a federated_computation, got '
         f'{naming.describe_object(computation)}.')
   graph = computation.trace()
-  if len(args) != len(graph.parameters):
-    raise errors.FederatedError(
-        f'{computation.name!r} takes '
-        f'{len(graph.parameters)} arguments, got {len(args)}.')
-  num_clients = None
-  args = [_with_sequences(param, arg)
-          for param, arg in zip(graph.parameters, args)]
-  for number, (param, arg) in enumerate(zip(graph.parameters, args)):
-    if param.placement == ft.CLIENTS:
-      if num_clients not in (None, len(arg)):
-        raise errors.FederatedError(
-            'CLIENTS arguments must have one entry per '
-            f'client: got lengths {num_clients} and '
-            f'{len(arg)}.')
-      num_clients = len(arg)
-    _check_datasets(computation, number, param, arg)
+  args, num_clients = arguments(computation, graph, args)
   env = {id(p): a for p, a in zip(graph.parameters, args)}
   for op in graph.ops:
     inputs = [env[id(v)] for v in op.inputs]
@@ -56,6 +42,94 @@ def run(computation, *args, default_num_clients=0):
                  env[id(v)]), graph.result)
 
 
+def arguments(computation, graph, args, element_lists=False):
+  """`(args, number of clients or None)`: `args` as values of `graph`'s
+  parameter types (see `_with_sequences`), after checking that there is
+  one per parameter, that CLIENTS ones agree on the number of clients, and
+  that datasets hold what the types say; raises `FederatedError` naming
+  the computation otherwise. With `element_lists`, a list given for a
+  sequence stays a list (of elements of the sequence's numpy dtypes), as
+  a compiled form's pieces take them; without, it becomes a dataset of
+  them, batches of several sizes included (as TFF 0.87 takes them)."""
+  if len(args) != len(graph.parameters):
+    raise errors.FederatedError(
+        f'{computation.name!r} takes '
+        f'{len(graph.parameters)} arguments, got {len(args)}.')
+  num_clients = None
+  args = [_element_lists(computation, number, param, arg, element_lists)
+          for number, (param, arg) in enumerate(zip(graph.parameters, args))]
+  args = [_with_sequences(param, arg)
+          for param, arg in zip(graph.parameters, args)]
+  for number, (param, arg) in enumerate(zip(graph.parameters, args)):
+    if param.placement == ft.CLIENTS:
+      if num_clients not in (None, len(arg)):
+        raise errors.FederatedError(
+            'CLIENTS arguments must have one entry per '
+            f'client: got lengths {num_clients} and '
+            f'{len(arg)}.')
+      num_clients = len(arg)
+    _check_datasets(computation, number, param, arg)
+  return args, num_clients
+
+
+class _Elements(list):
+  """A sequence's elements given as a list, checked and kept as a list."""
+
+
+def _element_lists(computation, number, param, arg, keep):
+  """`arg` with each list given for a sequence parameter (whole) checked
+  and made an `_Elements` of numpy structures of its element type (kept
+  as such, or made a dataset of them)."""
+  if not isinstance(param.member, tf.data.DatasetSpec):
+    return arg
+  spec = param.member.element_spec
+  per_client = param.placement == ft.CLIENTS
+  values = list(arg) if per_client else [arg]
+  for client, value in enumerate(values):
+    if not isinstance(value, (list, tuple)):
+      continue
+    converted = _Elements()
+    for index, element in enumerate(value):
+      try:
+        converted.append(nest.map_structure_up_to(
+            spec, _numpy_of, spec, element, check_types=False))
+      except (TypeError, ValueError) as e:
+        whose = f' (client {client})' if per_client else ''
+        raise errors.FederatedError(
+            f'{computation.name!r} argument {number}{whose}: element '
+            f'{index} is not a {ft.describe(spec)}: {e}') from None
+    values[client] = converted if keep else _dataset_of(spec, converted)
+  return values if per_client else values[0]
+
+
+def _dataset_of(spec, elements):
+  """A dataset of `elements` (numpy structures of `spec`): their slices
+  where they are all of one shape, else one element after another."""
+  if not elements:
+    return tf.data.Dataset.from_tensor_slices(tf.nest.map_structure(
+        lambda s: np.zeros([0] + [d or 0 for d in s.shape.as_list()],
+                           s.dtype.as_numpy_dtype), spec))
+  flat = [tf.nest.flatten(e) for e in elements]
+  if all(len({leaves[i].shape for leaves in flat}) == 1
+         for i in range(len(flat[0]))):
+    return tf.data.Dataset.from_tensor_slices(tf.nest.pack_sequence_as(
+        spec, [np.stack([leaves[i] for leaves in flat])
+               for i in range(len(flat[0]))]))
+  dataset = None
+  for element in elements:
+    one = tf.data.Dataset.from_tensors(element)
+    dataset = one if dataset is None else dataset.concatenate(one)
+  return dataset
+
+
+def _numpy_of(spec, value):
+  value = np.asarray(value, spec.dtype.as_numpy_dtype
+                     if spec.dtype != tf.string else object)
+  if not spec.shape.is_compatible_with(value.shape):
+    raise ValueError(f'expected shape {spec.shape}, got {value.shape}')
+  return value
+
+
 def _with_sequences(param, arg):
   """`arg` as values of the parameter's type: Python lists where sequences
   go made datasets, as TFF accepts (`[[1.0, 2.0], [3.0]]` for
@@ -63,6 +137,9 @@ def _with_sequences(param, arg):
   declared dtype."""
 
   def one_place(value):
+    if isinstance(value, (tf.data.Dataset, _Elements)) and isinstance(
+        param.member, tf.data.DatasetSpec):
+      return value  # Already what the type says (checked after).
     value = ft.with_sequences(param.member, ft.by_name(param.member, value))
     try:
       return nest.map_structure_up_to(param.member, _tensor_of, param.member,
@@ -87,8 +164,17 @@ def _check_datasets(computation, number, param, arg):
   if not ft.has_dataset(param.member):
     return
   per_client = param.placement == ft.CLIENTS
+  fitting = []  # Element specs seen to fit: clients mostly share one.
   for client, value in enumerate(arg if per_client else [arg]):
+    if isinstance(value, _Elements):
+      continue  # Checked element by element already.
+    spec = getattr(value, 'element_spec', None)
+    if isinstance(value, tf.data.Dataset) and any(
+        spec == seen for seen in fitting):
+      continue
     mismatch = ft.dataset_mismatch(param.member, value)
+    if not mismatch and isinstance(value, tf.data.Dataset):
+      fitting.append(spec)
     if mismatch:
       whose = f' (client {client})' if per_client else ''
       raise errors.FederatedError(

@@ -16,7 +16,8 @@ from benchmarks import peers
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '../..'))
 
 TARGETS = {f'{w}_{s}_{what}' for w in ('W2',) for s in ('loop', 'beam', 'dask')
-           for what in ('over_floor', 'faster_than_peers')}
+           for what in ('over_floor', 'faster_than_peers')} | {
+               'W2_api_over_loop', 'W2_api_over_tff'}
 
 
 def _run(*flags, timeout=60):
@@ -27,7 +28,7 @@ def _run(*flags, timeout=60):
 def test_quick_peer_benchmark_rows_ratios_and_same_result(tmp_path):
   out = tmp_path / 'peers.json'
   missing = tmp_path / 'no-such-venv'
-  run = _run('--quick', '--systems', 'floor,loop,beam,pfl', '--pfl-venv',
+  run = _run('--quick', '--systems', 'floor,loop,api,beam,pfl', '--pfl-venv',
              str(missing), '--json', str(out), timeout=300)
   assert run.returncode == 0, run.stderr[-3000:] + run.stdout[-3000:]
   result = json.loads(out.read_text())
@@ -35,8 +36,9 @@ def test_quick_peer_benchmark_rows_ratios_and_same_result(tmp_path):
   assert [(r['workload'], r['system'], r['repeat'], r['status'])
           for r in rows] == [('W2', 'floor', 0, 'measured'),
                              ('W2', 'loop', 0, 'measured'),
+                             ('W2', 'api', 0, 'measured'),
                              ('W2', 'beam', 0, 'measured')]
-  floor, loop, beam = rows
+  floor, loop, api, beam = rows
   for row in rows:
     # --quick: 1 warm-up round, then 2 measured.
     assert row['rounds'] == 2 and len(row['each_round_seconds']) == 2
@@ -59,7 +61,7 @@ def test_quick_peer_benchmark_rows_ratios_and_same_result(tmp_path):
   # floor ends.
   same = result['same_result']
   assert same['ok'] is True
-  for system in ('loop', 'beam'):
+  for system in ('loop', 'api', 'beam'):
     entry = same['workloads']['W2'][system]
     assert entry['judged'] and entry['within_tolerance']
     assert entry['max_abs_diff'] <= 1e-5
@@ -72,7 +74,7 @@ def test_quick_peer_benchmark_rows_ratios_and_same_result(tmp_path):
   summary = result['summary']['W2']
   assert summary['loop']['ratios'] == [loop['ratio']]
   assert summary['loop']['median_ratio'] == loop['ratio']
-  assert set(summary) == {'floor', 'loop', 'beam'}
+  assert set(summary) == {'floor', 'loop', 'api', 'beam'}
   assert result['settings']['quick'] and result['settings']['repeats'] == 1
   assert result['settings']['workloads']['W2']['clients_per_round'] == 10
   assert result['parallel_speedup'] > 0
@@ -86,6 +88,12 @@ def test_quick_peer_benchmark_rows_ratios_and_same_result(tmp_path):
   assert over['met'] == (loop['ratio'] <= 1.5)
   assert targets['W2_dask_over_floor']['met'] is None
   assert targets['W2_loop_faster_than_peers']['figure'] is None
+  # Through TFF's API: process.next over run_round, paired by repeat.
+  api_over_loop = targets['W2_api_over_loop']
+  assert api_over_loop['figure'] == pytest.approx(
+      api['round_seconds'] / loop['round_seconds'])
+  assert api_over_loop['target'] == 1.5
+  assert targets['W2_api_over_tff']['figure'] is None  # TFF not run.
   for name in TARGETS:
     assert f'{name}: ' in run.stdout
   assert 'not measured' in run.stdout
@@ -130,6 +138,21 @@ def test_ratios_divide_by_the_floor_of_the_same_repeat(tmp_path):
   faster = judged['W2_loop_faster_than_peers']
   assert faster['figure'] == pytest.approx(1.5) and faster['met'] is False
   assert judged['W2_beam_over_floor']['met'] is None
+
+
+def test_api_targets_pair_each_repeat():
+  rows = [dict(workload='W2', system=s, repeat=r, status='measured',
+               round_seconds=v)
+          for s, r, v in [('api', 0, 1.0), ('loop', 0, 0.5), ('tff', 0, 10.0),
+                          ('api', 1, 3.0), ('loop', 1, 3.0),
+                          ('api', 2, 2.0), ('tff', 2, 4.0)]]
+  judged = peers.api_targets(rows, ['W2'])
+  over_loop, over_tff = judged['W2_api_over_loop'], judged['W2_api_over_tff']
+  assert over_loop['ratios'] == [2.0, 1.0]  # Repeat 2 has no loop row.
+  assert over_loop['figure'] == 1.5 and over_loop['met'] is True
+  assert over_tff['ratios'] == [0.1, 0.5]
+  assert over_tff['figure'] == pytest.approx(0.3)
+  assert over_tff['met'] is False  # Not 5x faster than TFF: 0.3 > 0.2.
 
 
 # Ours in process sum in the floor's order: a difference fails the check.
