@@ -118,6 +118,7 @@ def test_a_functional_model_refuses_tensors_as_initial_weights():
         input_spec=tf.TensorSpec([None, 3]))
 
 
+@pytest.mark.slow
 def test_functional_model_from_keras_with_metric_constructors():
   model = _functional_classifier()
   assert isinstance(model, tff.learning.models.FunctionalModel)
@@ -442,6 +443,7 @@ def _keys(structure):
   return None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('name', sorted(_AGGREGATORS))
 def test_metrics_aggregators_in_the_client_work_give_tffs_metrics(name):
   aggregator, expected = _AGGREGATORS[name]
@@ -564,6 +566,7 @@ def test_finalize_then_sample_factory_keeps_samples_over_rounds():
   assert sorted(total['b']) == [1, 3, 4]
 
 
+@pytest.mark.slow
 def test_finalize_then_sample_in_the_client_work_samples_clients():
   process = training_process(
       lambda finalizers, unfinalized_type=None: (
