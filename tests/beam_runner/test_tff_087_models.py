@@ -1,9 +1,10 @@
 """TFF 0.87's models and metrics aggregators in processes compiled and run
 on Beam: a FunctionalModel written as TFF's docs write it, one from
 `functional_model_from_keras` (with a Keras metric the compiler lowers),
-one loaded from `save_functional_model`, and the client work's training
-metrics by `sum_then_finalize` and `secure_sum_then_finalize`. Each runs
-the rounds of its local run (whose numbers, TFF 0.87's, are checked in
+one loaded from `save_functional_model`, `model_from_functional`'s, and
+the client work's training metrics by `sum_then_finalize`,
+`secure_sum_then_finalize` and `finalize_then_sample`. Each runs the rounds
+of its local run (whose numbers, TFF 0.87's, are checked in
 tests/canonical/learning/test_tff_087_models.py)."""
 
 import collections
@@ -43,6 +44,12 @@ PROCESSES = {
         lambda tmp: tff.learning.algorithms.build_weighted_fed_avg(
             _saved_and_loaded(tmp), SGDM(0.1)),
         examples.CLASSIFICATION),
+    'fed_avg of model_from_functional': (
+        lambda tmp: tff.learning.algorithms.build_weighted_fed_avg(
+            lambda: tff.learning.models.model_from_functional(
+                examples.linear_regression(),
+                (tf.keras.metrics.MeanSquaredError,)), SGDM(0.1)),
+        examples.REGRESSION),
     'sum_then_finalize': (
         lambda tmp: examples.training_process(
             tff.learning.metrics.sum_then_finalize),
