@@ -15,7 +15,7 @@ import tensorflow as tf
 from canonical import errors
 from canonical.learning import functional
 from canonical.learning.metrics import functional_metrics
-from canonical.learning.models import VariableModel
+from canonical.learning.variable_model import VariableModel
 
 
 def _split(batch_input):

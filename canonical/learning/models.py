@@ -1,7 +1,10 @@
-"""`tff.learning.models` of TFF 0.87 (a model as the pure `FunctionalModel`
-federated averaging takes), and ready Keras model builders: each call makes
-a fresh model with a fixed input shape; `num_classes` sizes the last layer
-(10 by default, as MNIST-style data has).
+"""`tff.learning.models` of TFF 0.87: `FunctionalModel` (pure functions of
+its weights: `functional`, `functional_from_keras`, `functional_saving`),
+`VariableModel` (`variable_model`, `model_from_functional`), `ModelWeights`
+(`model_weights`), `ReconstructionModel` (`reconstruction_model`); and
+ready Keras model builders: each call makes a fresh model with a fixed
+input shape; `num_classes` sizes the last layer (10 by default, as
+MNIST-style data has).
 """
 
 import keras
@@ -13,6 +16,7 @@ from canonical.learning.keras_model import from_keras_model
 from canonical.learning.model import BatchOutput
 from canonical.learning.model import FunctionalModel
 from canonical.learning.model import ModelWeights
+from canonical.learning.model_from_functional import model_from_functional
 from canonical.learning.model_weights import weights_type_from_model
 from canonical.learning.reconstruction_model import ReconstructionDatasetSplitFn
 from canonical.learning.reconstruction_model import ReconstructionModel
@@ -26,13 +30,6 @@ __all__ = [
     'save_functional_model', 'small_8x8',
     'weights_type_from_model',
 ]
-
-
-def model_from_functional(functional_model, metric_constructors=()):
-  """TFF's `model_from_functional`: `functional_model` as a `VariableModel`
-  with `metric_constructors`' Keras metrics (`model_from_functional.py`)."""
-  from canonical.learning import model_from_functional as lib  # pylint: disable=g-import-not-at-top
-  return lib.model_from_functional(functional_model, metric_constructors)
 
 
 def cnn_28x28(num_classes=10):
