@@ -1,12 +1,22 @@
-"""Federated learning algorithms, each an `IterativeProcess` that compiles to a
-form.
+"""Federated learning algorithms, each a process that compiles to a form.
 
-TFF 0.87's `build_weighted_fed_avg`, `build_unweighted_fed_avg`,
-`build_weighted_fed_prox`, `build_fed_sgd` (`averaging`) and
-`build_fed_eval` (`fed_eval`): `LearningProcess`es with TFF's state and
-metrics, averaging through any `tff.aggregators` factory. `build_federated_averaging_process`
-(`fedavg`, TFF's older builder): FedAvg with any broadcast and aggregation
-process of `canonical.aggregators` (encoded, secure, differentially private).
+TFF 0.87's `tff.learning.algorithms`, composed from `tff.learning.templates`
+as TFF composes them, with TFF's state, metrics and numbers:
+
+- `averaging`: `build_weighted_fed_avg`, `build_unweighted_fed_avg`,
+  `build_weighted_fed_prox`, `build_unweighted_fed_prox`, `build_fed_sgd`;
+- `scheduled`: `build_weighted_fed_avg_with_optimizer_schedule`;
+- `mime`: `build_weighted_mime_lite`, `build_unweighted_mime_lite`,
+  `build_mime_lite_with_optimizer_schedule`;
+- `kmeans`: `build_fed_kmeans`;
+- `reconstruction`: `build_fed_recon`, `build_fed_recon_eval`;
+- `fed_eval`: `build_fed_eval` (and the evaluation composition it shares);
+- `personalization_eval`: `build_personalization_eval_computation` (a
+  federated computation, not a process).
+
+`build_federated_averaging_process` (`fedavg`, TFF's older builder): FedAvg
+with any broadcast and aggregation process of `canonical.aggregators`
+(encoded, secure, differentially private).
 """
 
 from canonical.learning.algorithms.averaging import build_fed_sgd
@@ -29,7 +39,8 @@ __all__ = [
     'ServerState', 'build_fed_eval', 'build_fed_kmeans', 'build_fed_recon',
     'build_fed_recon_eval', 'build_fed_sgd',
     'build_federated_averaging_process',
-    'build_mime_lite_with_optimizer_schedule', 'build_unweighted_fed_avg',
+    'build_mime_lite_with_optimizer_schedule',
+    'build_unweighted_fed_avg',
     'build_unweighted_fed_prox', 'build_unweighted_mime_lite',
     'build_weighted_fed_avg', 'build_weighted_fed_avg_with_optimizer_schedule',
     'build_weighted_fed_prox', 'build_weighted_mime_lite',

@@ -18,6 +18,7 @@ float32 from the start and `set_hparams` returns the state.
 """
 
 import collections
+import functools
 from typing import NamedTuple
 
 import tensorflow as tf
@@ -39,6 +40,10 @@ class AdafactorMoment(NamedTuple):
 
 def _rms(t):
   return tf.sqrt(tf.reduce_mean(tf.square(t)))
+
+
+def _cast_like(tensor, value):
+  return tf.cast(value, tensor.dtype)
 
 
 class _Adafactor(base.Optimizer):
@@ -94,7 +99,7 @@ class _Adafactor(base.Optimizer):
         return moment, weight
       weight = tf.convert_to_tensor(weight)
       gradient = tf.convert_to_tensor(gradient)
-      like = lambda x: tf.cast(x, weight.dtype)  # pylint: disable=unnecessary-lambda-assignment
+      like = functools.partial(_cast_like, weight)
       alpha = tf.maximum(like(hparams['epsilon_2']), _rms(weight)) * like(rho)
       squared = tf.square(gradient) + like(hparams['epsilon_1'])
       b = like(beta_2)
