@@ -334,7 +334,8 @@ def api_row(task):
 
 
 def _trainable(state):
-  return [w.numpy() for w in state.global_model_weights.trainable]
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  return [np.asarray(w) for w in state.global_model_weights.trainable]
 
 
 def _quiet(line):
