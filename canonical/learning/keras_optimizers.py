@@ -41,6 +41,14 @@ def from_keras(optimizer, who='optimizer'):
 
   Raises ValueError naming what cannot be translated.
   """
+  build, settings = translation(optimizer, who)
+  return build(**settings)
+
+
+def translation(optimizer, who='optimizer'):
+  """`(builder, settings)`: `builder(**settings)` is `from_keras(
+  optimizer)`; a caller may change a setting (the learning rate, to a
+  tensor) first. Reads the optimizer's variables: call it eagerly."""
   name = type(optimizer).__name__
   if name not in _TRANSLATIONS:
     raise errors.InvalidValueError(
@@ -60,4 +68,4 @@ def from_keras(optimizer, who='optimizer'):
           f'{who}: Keras {name} with {setting}='
           f'{config[setting]!r} has no pure counterpart here; '
           f'leave {setting} at {allowed!r}.')
-  return build(**{key: config[key] for key in keys})
+  return build, {key: config[key] for key in keys}

@@ -17,6 +17,7 @@ from canonical import errors
 from canonical.core import computations
 from canonical.core import intrinsics
 from canonical.core import specs
+from canonical.learning import keras_optimizers
 from canonical.learning import loop_builder
 from canonical.learning import model_fns
 from canonical.learning import templates
@@ -46,18 +47,30 @@ def build_weighted_fed_avg_with_optimizer_schedule(
   metrics_aggregator = model_delta.check_metrics_aggregator(
       metrics_aggregator, who)
   model = model_fns.functional_model_of(model_fn, who)
-  # As TFF does, build one optimizer up front so a wrong kind fails here.
-  model_fns.optimizer_of(client_optimizer_fn(1.0),
-                         f'{who}: client_optimizer_fn(1.0)')
   client_work = _scheduled_client_work(
-      who, model, client_learning_rate_fn, client_optimizer_fn,
-      metrics_aggregator)
+      who, model, client_learning_rate_fn,
+      _optimizer_at_rate(who, client_optimizer_fn), metrics_aggregator)
   return averaging.compose(who, model.initial_model_weights, client_work,
                            server_optimizer_fn, model_aggregator,
                            weighted=True, model_distributor=model_distributor)
 
 
-def _scheduled_client_work(who, model, learning_rate_fn, optimizer_fn,
+def _optimizer_at_rate(who, client_optimizer_fn):
+  """`rate -> pure optimizer` (the rate a tensor, inside the clients'
+  piece). As TFF does, one optimizer is built up front, at rate 1.0, so a
+  wrong kind fails here; a Keras optimizer is translated from that one's
+  settings, at each round's rate (its variables cannot be read in a
+  piece)."""
+  what = f'{who}: client_optimizer_fn'
+  probe = client_optimizer_fn(1.0)
+  if keras_optimizers.is_keras_optimizer(probe):
+    build, settings = keras_optimizers.translation(probe, what)
+    return lambda rate: build(**dict(settings, learning_rate=rate))
+  model_fns.optimizer_of(probe, f'{what}(1.0)')
+  return lambda rate: model_fns.optimizer_of(client_optimizer_fn(rate), what)
+
+
+def _scheduled_client_work(who, model, learning_rate_fn, optimizer_at_rate,
                            metrics_aggregator):
   """FedAvg's client work (`model_delta.client_work_of`) whose state, the
   round number, builds each client's optimizer; after the round the state
@@ -71,9 +84,8 @@ def _scheduled_client_work(who, model, learning_rate_fn, optimizer_fn,
     return tf.constant(0, tf.int32)
 
   def train(model, dataset, weights, round_num):
-    optimizer = model_fns.optimizer_of(
-        optimizer_fn(rate_of(round_num)), f'{who}: client_optimizer_fn')
-    step = model_delta.training_step(optimizer, hparams_in_state=False)
+    step = model_delta.training_step(optimizer_at_rate(rate_of(round_num)),
+                                     hparams_in_state=False)
     return step.run(model, dataset, weights, None)
 
   inner = model_delta.client_work_of(

@@ -176,6 +176,17 @@ def test_fed_avg_with_a_client_schedule_reports_each_rounds_rate():
 
 
 @pytest.mark.slow
+def test_fed_avg_with_a_scheduled_keras_optimizer():
+  # Keras's SGD steps as build_sgdm does: TFF's numbers again.
+  process = algorithms.build_weighted_fed_avg_with_optimizer_schedule(
+      model_fn,
+      client_learning_rate_fn=lambda r: 0.2 / (1.0 + tf.cast(r, tf.float32)),
+      client_optimizer_fn=lambda rate: tf.keras.optimizers.SGD(rate))
+  state, metrics = _rounds(process, 3)
+  _assert_tffs(process, state, metrics, TFF_SCHEDULED_FED_AVG)
+
+
+@pytest.mark.slow
 def test_fed_avg_with_a_client_schedule_and_a_server_adam():
   process = algorithms.build_weighted_fed_avg_with_optimizer_schedule(
       model_fn,
