@@ -128,12 +128,11 @@ def evaluate(tff, expression):
   return eval(expression)  # pylint: disable=eval-used
 
 
-def _relation(method, target, source):
+def _relation(method, source):
   try:
     return method(source)
   except TypeError as e:  # An abstract type is compared to nothing.
     return f'TypeError: {e}'
-  del target
 
 
 def main():
@@ -159,9 +158,9 @@ def main():
     t, s = types[target], types[source]
     record['pairs'].append({
         'target': target, 'source': source,
-        'assignable': _relation(t.is_assignable_from, t, s),
-        'equivalent': _relation(t.is_equivalent_to, t, s),
-        'identical': _relation(t.is_identical_to, t, s)})
+        'assignable': _relation(t.is_assignable_from, s),
+        'equivalent': _relation(t.is_equivalent_to, s),
+        'identical': _relation(t.is_identical_to, s)})
   json.dump(record, sys.stdout, indent=1, sort_keys=True)
   sys.stdout.write('\n')
 

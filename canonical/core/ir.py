@@ -59,13 +59,16 @@ class Value:
     return select(self, key)
 
   def __getattr__(self, name):
-    # Fields of a namedtuple member select like indices: `output.loss`.
+    # A named element selects by name, as in TFF: `output.loss` (a
+    # namedtuple's or Struct's by its index, a dict's by its key).
     type_signature = self.__dict__.get('type_signature')
     if name.startswith('_') or type_signature is None:
       raise AttributeError(name)
-    fields = getattr(type_signature.member, '_fields', ())
+    member = type_signature.member
+    fields = ([n for n, _ in ft.elements_of(member) if n is not None]
+              if isinstance(member, ft.StructType) else [])
     if name in fields:
-      return self[fields.index(name)]
+      return self[name if isinstance(member, dict) else fields.index(name)]
     raise AttributeError(
         f'{self!r} has no attribute {name!r}' +
         (f' (its fields are {", ".join(fields)})' if fields else ''))
@@ -204,5 +207,11 @@ def select_type(value, key):
 
 def select(value, key):
   """One part of a structured federated value (`value[key]`): a projection,
-  recorded as a `select` op (the registry's `select` intrinsic)."""
+  recorded as a `select` op (the registry's `select` intrinsic). A named
+  struct's element is selected by its name, given by position too, as in
+  TFF: `value[0]` of `<a=...,b=...>` is `value['a']`."""
+  member = value.type_signature.member
+  if isinstance(member, dict) and isinstance(key, int) and not isinstance(
+      key, bool) and -len(member) <= key < len(member):
+    key = list(dict.keys(member))[key]
   return add_op(SELECT, [value], select_type(value, key), attrs={'key': key})

@@ -40,6 +40,7 @@ TFF's answers on a table of pairs).
 """
 
 import abc
+import collections
 import collections.abc
 import difflib
 import enum
@@ -452,8 +453,10 @@ def _tuples_for_lists(member):
     container = type(member)._container  # pylint: disable=protected-access
     if issubclass(container, list):
       container = tuple
-    with_python_type = member.python_container is not None
-    return _struct(pairs, container, with_python_type)
+    python_container = member.python_container
+    if python_container is list:
+      python_container = tuple
+    return _struct(pairs, container, python_container)
   return member
 
 
@@ -476,7 +479,7 @@ class StructType(Struct, Type):
     if any(named) and not all(named):
       _fail('StructType', 'name every element or none (a struct with some '
             'names has no Python value: TFF 0.87 cannot return one either).')
-    return _struct(pairs, dict if any(named) else tuple, False)
+    return _struct(pairs, dict if any(named) else tuple, None)
 
   @property
   def python_container(self):
@@ -536,7 +539,7 @@ class StructWithPythonType(StructType):
       _fail('StructWithPythonType', f'the container must be tuple, list, '
             f'dict, OrderedDict or a namedtuple class, got '
             f'{naming.describe_object(container_type)}.')
-    return _struct(pairs, container_type, True)
+    return _struct(pairs, container_type, container_type)
 
 
 def _named_types(elements, where):
@@ -649,7 +652,7 @@ class _StructBehaviour:
     if issubclass(container, Struct):  # A Struct layout: by its names.
       container = struct_lib.names_of(self)
     return _rebuild_struct, (elements_of(self), container,
-                             self.python_container is not None)
+                             self.python_container)
 
   def __copy__(self):
     return self
@@ -684,20 +687,20 @@ class _ListStructBehaviour(_StructBehaviour):
 _STRUCT_CLASSES = {}
 
 
-def _struct_class(container, with_python_type):
-  """The class of struct types held in `container` (cached)."""
-  key = (container, with_python_type)
+def _struct_class(container, python_container):
+  """The class of struct types held in `container` whose TFF
+  `python_container` is `python_container` (None: it has none), cached."""
+  key = (container, python_container)
   cls = _STRUCT_CLASSES.get(key)
   if cls is None:
-    base = StructWithPythonType if with_python_type else StructType
+    base = StructType if python_container is None else StructWithPythonType
     named_tuple = issubclass(container, tuple) and hasattr(
         container, '_fields')
     # A named tuple's class name is part of its structure to tf.nest.
     name = container.__name__ if named_tuple else base.__name__
     attributes = {
         '__slots__': (), '__module__': __name__, '__qualname__': name,
-        '_container': container,
-        '_python_container': container if with_python_type else None,
+        '_container': container, '_python_container': python_container,
         '_value_container': container,
     }
     behaviour = (_DictStructBehaviour if issubclass(container, dict) else
@@ -708,9 +711,9 @@ def _struct_class(container, with_python_type):
   return cls
 
 
-def _struct(pairs, container, with_python_type):
+def _struct(pairs, container, python_container):
   """The struct type of `(name, type)` pairs held in `container`."""
-  cls = _struct_class(container, with_python_type)
+  cls = _struct_class(container, python_container)
   values = [value for _, value in pairs]
   if issubclass(container, dict):
     instance = container.__new__(cls)
@@ -724,10 +727,10 @@ def _struct(pairs, container, with_python_type):
   return tuple.__new__(cls, values)
 
 
-def _rebuild_struct(pairs, container, with_python_type):
+def _rebuild_struct(pairs, container, python_container):
   if not isinstance(container, type):  # The names of a Struct layout.
     container = struct_lib.layout(tuple(container))
-  return _struct(pairs, container, with_python_type)
+  return _struct(pairs, container, python_container)
 
 
 def elements_of(value):
@@ -1000,8 +1003,10 @@ def parameter_of(types, names):
     return None
   if len(types) == 1:
     return to_type(types[0])
+  # TFF's is an OrderedDict struct that unpacks into the types; held as a
+  # Struct layout, it does (a dict would give the names).
   return _struct([(name, to_type(t)) for name, t in zip(names, types)],
-                 struct_lib.layout(tuple(names)), False)
+                 struct_lib.layout(tuple(names)), collections.OrderedDict)
 
 
 # ----------------------------------------------------------------------------
@@ -1038,8 +1043,8 @@ def _to_type(value, where):
     if any(name is not None for name in names):
       if None in names:
         _fail(where, 'name every element of the Struct or none.')
-      return _struct(pairs, struct_lib.layout(tuple(names)), False)
-    return _struct(pairs, tuple, False)
+      return _struct(pairs, struct_lib.layout(tuple(names)), None)
+    return _struct(pairs, tuple, None)
   if isinstance(value, (list, tuple)) and not hasattr(value, '_fields') and \
       any(_is_pair(e) for e in value):
     return StructType(value)  # (name, type) pairs: no Python container.
@@ -1050,7 +1055,7 @@ def _to_type(value, where):
       _fail(where, f'a mapping type must be a dict (dict, OrderedDict, ...), '
             f'got {naming.describe_object(container)}.')
     pairs = [(name, _to_type(v, where)) for name, v in elements_of(value)]
-    return _struct(pairs, container, True)
+    return _struct(pairs, container, container)
   if getattr(type(value), '__attrs_attrs__', None) is not None:
     _fail(where, f'attrs classes are not struct containers here; use a '
           f'namedtuple, got {naming.describe_object(value)}.')

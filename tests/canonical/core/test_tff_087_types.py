@@ -119,7 +119,8 @@ def test_type_signature_parts_are_tff_types():
   assert isinstance(signature, tff.types.FunctionType)
   assert isinstance(signature, tff.Type)
   parameter = signature.parameter
-  assert isinstance(parameter, tff.StructType)
+  assert isinstance(parameter, tff.StructWithPythonType)
+  assert parameter.python_container is collections.OrderedDict  # As TFF's.
   assert len(parameter) == 2
   state, data = parameter  # Unpacks into the parameters' types, as TFF's.
   assert state is parameter[0] and data is parameter['data']
@@ -383,3 +384,17 @@ def test_misuse_names_the_line():
     tff.FederatedType(tff.FederatedType(np.int32, tff.SERVER), tff.CLIENTS)
   with pytest.raises(tff.FederatedError, match='StructType at .*name every'):
     tff.StructType([('a', np.int32), np.int32])
+
+
+def test_a_federated_structs_elements_select_by_name_or_position():
+
+  @tff.federated_computation(tff.FederatedType(
+      collections.OrderedDict(a=np.float32, b=np.int32), tff.CLIENTS))
+  def parts(value):
+    assert isinstance(value.type_signature.member, tff.StructWithPythonType)
+    return (tff.federated_sum(value.b), tff.federated_mean(value['a']),
+            tff.federated_sum(value[1]))
+
+  # TFF 0.87 gives (6, 2.0, 6).
+  assert parts([collections.OrderedDict(a=1.0, b=2),
+                collections.OrderedDict(a=3.0, b=4)]) == (6, 2.0, 6)
