@@ -11,12 +11,12 @@ Differences from the tutorial's text: it downloads EMNIST, refused here
 28x28 digits; its `lambda: tf.keras.optimizers.SGD(...)` optimizers predate
 TFF 0.87, which refuses them (AttributeError: 'function' object has no
 attribute 'initialize'), so they are `tff.learning.optimizers.build_sgdm`.
-TensorBoard is not installed here (the project does not depend on it), so
-`train` logs each round's metrics to a list where the tutorial calls
-`tf.summary.scalar`. Its printed `broadcasted_bits` / `aggregated_bits`
-came from TFF's sizing executor, which TFF 0.87 no longer has; here the
-form of the round says the bits each client receives and sends
-(`MapReduceForm.broadcast_bits`, `aggregated_bits`: ours, beyond TFF).
+Its summaries are written under the test's own directory where the tutorial
+writes under /tmp/logs/scalars, and its `%tensorboard` magic is left out.
+Its printed `broadcasted_bits` / `aggregated_bits` came from TFF's sizing
+executor, which TFF 0.87 no longer has; here the form of the round says the
+bits each client receives and sends (`MapReduceForm.broadcast_bits`,
+`aggregated_bits`: ours, beyond TFF).
 
 The tutorial's earlier version also compressed the broadcast, through names
 TFF 0.87 removed (`tff.learning.build_federated_averaging_process`,
@@ -30,7 +30,6 @@ import collections
 import functools
 
 import encoders as te
-import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -85,27 +84,27 @@ def create_original_fedavg_cnn_model(only_digits=True):
   data_format = 'channels_last'
 
   max_pool = functools.partial(
-      keras.layers.MaxPooling2D,
+      tf.keras.layers.MaxPooling2D,
       pool_size=(2, 2),
       padding='same',
       data_format=data_format)
   conv2d = functools.partial(
-      keras.layers.Conv2D,
+      tf.keras.layers.Conv2D,
       kernel_size=5,
       padding='same',
       data_format=data_format,
       activation=tf.nn.relu)
 
-  model = keras.models.Sequential([
-      keras.layers.InputLayer(input_shape=(28, 28, 1)),
+  model = tf.keras.models.Sequential([
+      tf.keras.layers.InputLayer(input_shape=(28, 28, 1)),
       conv2d(filters=32),
       max_pool(),
       conv2d(filters=64),
       max_pool(),
-      keras.layers.Flatten(),
-      keras.layers.Dense(512, activation=tf.nn.relu),
-      keras.layers.Dense(10 if only_digits else 62),
-      keras.layers.Softmax(),
+      tf.keras.layers.Flatten(),
+      tf.keras.layers.Dense(512, activation=tf.nn.relu),
+      tf.keras.layers.Dense(10 if only_digits else 62),
+      tf.keras.layers.Softmax(),
   ])
 
   return model
@@ -123,41 +122,52 @@ def tff_model_fn():
   return tff.learning.models.from_keras_model(
       keras_model=keras_model,
       input_spec=input_spec,
-      loss=keras.losses.SparseCategoricalCrossentropy(),
-      metrics=[keras.metrics.SparseCategoricalAccuracy()])
+      loss=tf.keras.losses.SparseCategoricalCrossentropy(),
+      metrics=[tf.keras.metrics.SparseCategoricalAccuracy()])
 
 
 def train(federated_averaging_process, num_rounds, num_clients_per_round,
-          summary_log):
+          summary_writer):
   """Trains the federated averaging process and output metrics."""
 
   # Initialize the Federated Averaging algorithm to get the initial server
   # state.
   state = federated_averaging_process.initialize()
 
-  for round_num in range(num_rounds):
-    # Sample the clients parcitipated in this round.
-    sampled_clients = np.random.choice(
-        emnist_train.client_ids,
-        size=num_clients_per_round,
-        replace=False)
-    # Create a list of `tf.Dataset` instances from the data of sampled
-    # clients.
-    sampled_train_data = [
-        emnist_train.create_tf_dataset_for_client(client)
-        for client in sampled_clients
-    ]
-    # Round one round of the algorithm based on the server state and client
-    # data and output the new state and metrics.
-    result = federated_averaging_process.next(state, sampled_train_data)
-    state = result.state
-    train_metrics = result.metrics['client_work']['train']
+  with summary_writer.as_default():
+    for round_num in range(num_rounds):
+      # Sample the clients parcitipated in this round.
+      sampled_clients = np.random.choice(
+          emnist_train.client_ids,
+          size=num_clients_per_round,
+          replace=False)
+      # Create a list of `tf.Dataset` instances from the data of sampled
+      # clients.
+      sampled_train_data = [
+          emnist_train.create_tf_dataset_for_client(client)
+          for client in sampled_clients
+      ]
+      # Round one round of the algorithm based on the server state and client
+      # data and output the new state and metrics.
+      result = federated_averaging_process.next(state, sampled_train_data)
+      state = result.state
+      train_metrics = result.metrics['client_work']['train']
 
-    # Add metrics to the log (the tutorial's tf.summary.scalar, for
-    # TensorBoard).
-    for name, value in train_metrics.items():
-      summary_log.append((round_num, name, value))
+      # Add metrics to Tensorboard.
+      for name, value in train_metrics.items():
+        tf.summary.scalar(name, value, step=round_num)
+      summary_writer.flush()
   return result
+
+
+def _logged_scalars(logdir):
+  """(step, tag) of each scalar the summary writer wrote to `logdir`."""
+  logged = []
+  for path in sorted(tf.io.gfile.glob(f'{logdir}/events.out.tfevents.*')):
+    for event in tf.compat.v1.train.summary_iterator(path):
+      for value in event.summary.value:
+        logged.append((event.step, value.tag))
+  return logged
 
 
 def test_hello_world():
@@ -169,7 +179,7 @@ def test_hello_world():
   assert hello_world() == b'Hello, World!'
 
 
-def test_training_with_the_compression_aggregator():
+def test_training_with_the_compression_aggregator(tmp_path):
   federated_averaging = tff.learning.algorithms.build_weighted_fed_avg(
       model_fn=tff_model_fn,
       client_optimizer_fn=tff.learning.optimizers.build_sgdm(
@@ -190,13 +200,15 @@ def test_training_with_the_compression_aggregator():
           model_aggregator=compression_aggregator))
 
   np.random.seed(0)
-  summary_log_for_compression = []
+  logdir_for_compression = str(tmp_path / 'logs/scalars/compression/')
+  summary_writer_for_compression = tf.summary.create_file_writer(
+      logdir_for_compression)
   result = train(
       federated_averaging_process=federated_averaging_with_compression,
       num_rounds=2,
       num_clients_per_round=3,
-      summary_log=summary_log_for_compression)
-  assert [(r, name) for r, name, _ in summary_log_for_compression] == [
+      summary_writer=summary_writer_for_compression)
+  assert _logged_scalars(logdir_for_compression) == [
       (r, name) for r in range(2) for name in (
           'sparse_categorical_accuracy', 'loss', 'num_examples',
           'num_batches')]
@@ -251,7 +263,7 @@ def mean_encoder_fn(tensor_spec):
     return te.encoders.as_gather_encoder(te.encoders.identity(), spec)
 
 
-def test_a_custom_compression_from_tensor_encoding_encoders():
+def test_a_custom_compression_from_tensor_encoding_encoders(tmp_path):
   mean_factory = tff.aggregators.MeanFactory(
       tff.aggregators.EncodedSumFactory(mean_encoder_fn),  # numerator
       tff.aggregators.EncodedSumFactory(mean_encoder_fn),  # denominator
@@ -266,7 +278,8 @@ def test_a_custom_compression_from_tensor_encoding_encoders():
           model_aggregator=mean_factory))
   np.random.seed(1)
   result = train(federated_averaging_with_compression, num_rounds=1,
-                 num_clients_per_round=3, summary_log=[])
+                 num_clients_per_round=3,
+                 summary_writer=tf.summary.create_file_writer(str(tmp_path)))
   assert result.metrics['aggregator'] == collections.OrderedDict(
       mean_value=(), mean_weight=())
   assert result.metrics['client_work']['train']['num_examples'] == 60
