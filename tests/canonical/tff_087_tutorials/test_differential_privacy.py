@@ -235,6 +235,12 @@ def test_noise_free_dp_fedavg_is_tffs():
                [0.0122, -0.0122]], atol=1e-4)
   np.testing.assert_allclose(bias, [0.022, -0.022], atol=1e-4)
 
+  # The DP round compiles, and its form runs the first round as next() does.
+  form = tff.compile(learning_process)
+  state, metrics = tff.run_round(form, form.initialize(), data)
+  assert float(metrics['aggregator']['zeroing']['dp_query_metrics'][
+      'clip']) == pytest.approx(0.1105, abs=1e-4)
+
 
 def test_calibrating_clients_per_round_with_dp_accounting():
   total_clients = 3383  # pylint: disable=redefined-outer-name

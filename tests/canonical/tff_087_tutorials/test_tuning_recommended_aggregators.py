@@ -340,3 +340,7 @@ def test_the_aggregators_parameterize_federated_averaging(aggregator):
   if aggregator == 'secure':
     assert measurements['zeroing']['clipping']['mean_value'][
         'secure_upper_threshold'] == pytest.approx(95.12294)
+  # The round compiles; its form runs the first round as next() does.
+  form = tff.compile(iterative_process)
+  state, metrics = tff.run_round(form, form.initialize(), data)
+  assert float(metrics['client_work']['train']['num_examples']) == 18
