@@ -20,6 +20,7 @@ import random
 import keras
 import numpy as np
 import tensorflow as tf
+from tensorflow.python.eager import context as tf_context  # pylint: disable=g-direct-tensorflow-import
 
 from canonical import errors
 from canonical.learning import functional
@@ -43,18 +44,20 @@ def _keras_seed(seed):
 
   Keras 3 draws each initializer's seed from Python's `random` when the layer
   is made, so this makes a model's initial weights a function of `seed`.
-  Python's and NumPy's global generators are restored afterwards so callers'
-  own randomness (shuffling data, say) does not change; TensorFlow's global
-  seed stays at `seed` (our pieces only use stateless random ops).
+  Python's and NumPy's global generators and TensorFlow's global seed are
+  restored afterwards, so callers' own randomness (a `shuffle(seed=1)` of
+  their data, say) does not depend on whether a model was built.
   """
   python_state = random.getstate()
   numpy_state = np.random.get_state()
+  tf_seed = tf_context.global_seed()
   keras.utils.set_random_seed(int(seed))
   try:
     yield
   finally:
     random.setstate(python_state)
     np.random.set_state(numpy_state)
+    tf.random.set_seed(tf_seed)
 
 
 def _build(model_fn, seed):
