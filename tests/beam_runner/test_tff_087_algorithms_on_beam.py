@@ -12,6 +12,7 @@ import beam_runner
 import canonical as tff
 from canonical.learning import optimizers
 import tff_087_examples as example
+import tff_087_personalization as p13n
 
 algorithms = tff.learning.algorithms
 
@@ -85,3 +86,40 @@ def test_algorithms_on_beam_match_their_local_rounds(name, tmp_path):
                          tf.nest.flatten(state)):
     np.testing.assert_allclose(beam, local, rtol=1e-5, atol=1e-6)
   assert result.outcomes[-1]['metrics'] == _flat(output.metrics)
+
+
+@pytest.mark.slow
+def test_personalization_eval_as_a_round_on_beam(tmp_path):
+  """build_personalization_eval_computation returns metrics only, not the
+  round of a form; as the `next` of a process keeping the weights, it
+  compiles and runs on Beam with its local results."""
+  evaluation = algorithms.build_personalization_eval_computation(
+      p13n.LinearModel, p13n.PERSONALIZE_FN_DICT, p13n.evaluate_fn)
+  weights_type, input_type = evaluation.type_signature.parameter
+
+  @tff.tensorflow.computation
+  def initial_weights():
+    return tff.learning.models.ModelWeights(
+        tuple(tf.constant(w) for w in p13n.WEIGHTS.trainable), ())
+
+  @tff.federated_computation
+  def initialize():
+    return tff.federated_eval(initial_weights, tff.SERVER)
+
+  @tff.federated_computation(weights_type, input_type)
+  def next_fn(weights, client_input):
+    return weights, evaluation(weights, client_input)
+
+  process = tff.templates.IterativeProcess(initialize, next_fn)
+  tff.save(tff.compile(process), str(tmp_path / 'form.pb'))
+  data = p13n.p13n_data()
+  result = beam_runner.run(str(tmp_path / 'form.pb'),
+                           {'a': data[0], 'b': data[1], 'c': data[2]},
+                           rounds=1, clients_per_round=3,
+                           output_dir=str(tmp_path / 'run'), seed=0)
+  local = evaluation(p13n.WEIGHTS, data)
+  beam = result.outcomes[-1]['metrics']
+  for strategy, metrics in local.items():
+    for name, values in metrics.items():
+      assert sorted(beam[f'{strategy}/{name}']) == pytest.approx(
+          sorted(np.asarray(values).tolist()), rel=1e-6)

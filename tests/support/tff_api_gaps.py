@@ -7,7 +7,6 @@ is resolved when it is empty.
 """
 
 NOT_YET = {
-    'tff.learning.algorithms.build_personalization_eval_computation': 'tff.learning.algorithms.build_personalization_eval_computation is missing',
     'tff.learning.metrics.create_keras_metric_finalizer': 'tff.learning.metrics is missing',
     'tff.learning.models.load': 'tff.learning.models.load is missing',
     'tff.learning.models.save': 'tff.learning.models.save is missing',

@@ -31,6 +31,7 @@ from canonical.learning.algorithms.kmeans import build_fed_kmeans
 from canonical.learning.algorithms.mime import build_mime_lite_with_optimizer_schedule  # pylint: disable=line-too-long
 from canonical.learning.algorithms.mime import build_unweighted_mime_lite
 from canonical.learning.algorithms.mime import build_weighted_mime_lite
+from canonical.learning.algorithms.personalization_eval import build_personalization_eval_computation  # pylint: disable=line-too-long
 from canonical.learning.algorithms.reconstruction import build_fed_recon
 from canonical.learning.algorithms.reconstruction import build_fed_recon_eval
 from canonical.learning.algorithms.scheduled import build_weighted_fed_avg_with_optimizer_schedule  # pylint: disable=line-too-long
@@ -40,7 +41,7 @@ __all__ = [
     'build_fed_recon_eval', 'build_fed_sgd',
     'build_federated_averaging_process',
     'build_mime_lite_with_optimizer_schedule',
-    'build_unweighted_fed_avg',
+    'build_personalization_eval_computation', 'build_unweighted_fed_avg',
     'build_unweighted_fed_prox', 'build_unweighted_mime_lite',
     'build_weighted_fed_avg', 'build_weighted_fed_avg_with_optimizer_schedule',
     'build_weighted_fed_prox', 'build_weighted_mime_lite',
