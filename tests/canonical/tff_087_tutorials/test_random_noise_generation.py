@@ -6,6 +6,14 @@ checks it (different across clients and across calls).
 
 Cells left out: the `!pip install` cell.
 
+Not yet (strict xfails): `tf.random.Generator` made inside a computation
+(`from_non_deterministic_state()`, `from_seed(i)`): its state is a
+call-local variable that the variable lowering does not take yet (the
+variables helper's); and the last cell, which calls a computation on the
+unplaced result of another inside a federated computation
+(`tff_return_one_noise(tff_init_state())`) and unpacks and returns the
+results (the core language's: no helper owns it).
+
 What TFF 0.87 itself does differently from the tutorial's text: the Keras
 initializer cell (`tff_return_model_init`, `ModelWeights.from_model` of a
 model built inside the computation) asserts that clients' values differ;
