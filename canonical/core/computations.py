@@ -201,6 +201,7 @@ class TFComputation(Computation):
           self._parameter_specs), autograph=True)
       try:
         concrete = function.get_concrete_function()
+        local_variables.forget(made[0] if made else ())
         self._traced_graph = concrete.graph
         if made and made[0]:  # Variables of this call: lowered into values.
           concrete = local_variables.lower(

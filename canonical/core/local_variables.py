@@ -193,6 +193,21 @@ def creating_local_variables():
     yield made
 
 
+def forget(variables):
+  """Graphs that enclose the trace (a computation traced while another
+  function traces) stop watching `variables`. TensorFlow notes every
+  variable read in a graph and in the graphs around it, weakly, and checks
+  they are alive when those graphs' functions are called; these are the
+  trace's own and die with it (the lowered function holds none)."""
+  graph = ops.get_default_graph()
+  while graph is not None:
+    watched = getattr(graph, '_watched_variables', None)
+    if watched is not None:
+      for variable in variables:
+        watched.discard(variable)
+    graph = getattr(graph, 'outer_graph', None)
+
+
 @contextlib.contextmanager
 def _tensor_learning_rates():
   """Keras optimizers made in the trace take a tensor learning rate.
@@ -389,6 +404,7 @@ class _Lowering:
     self.where = where  # (node type, node name) -> Location or None
     self._tag = uuid.uuid4().hex[:12]
     self._count = 0
+    self._initial = {}  # function name -> {variable: its given value's ref}
 
   def _fresh(self, stem):
     self._count += 1
@@ -413,6 +429,7 @@ class _Lowering:
     for node in self.graph.node:
       node.attr.pop('_class', None)  # Colocation with handles now gone.
     self._prune_library()
+    self._rename_originals()
     _drop_waits_for_lowered(self.graph.node)
     for function in self.graph.library.function:
       _drop_waits_for_lowered(function.node_def, function)
@@ -441,6 +458,40 @@ class _Lowering:
     del self.graph.library.function[:]
     self.graph.library.function.extend(kept)
 
+  def _rename_originals(self):
+    """The functions the rewrite left as they were get fresh names too:
+    imported again, TensorFlow re-encodes them, and the runtime refuses two
+    different definitions of one name (the originals are registered)."""
+    renamed = {}
+    for function in self.graph.library.function:
+      name = function.signature.name
+      if f'{_SUFFIX}_{self._tag}_' not in name:
+        renamed[name] = self._fresh(name)
+        function.signature.name = renamed[name]
+    nodes = list(self.graph.node)
+    for function in self.graph.library.function:
+      nodes.extend(function.node_def)
+    for node in nodes:
+      if node.op in renamed:  # A function called by name as an op.
+        node.op = renamed[node.op]
+      for value in node.attr.values():
+        for func in [value.func] + list(value.list.func):
+          if func.name in renamed:
+            func.name = renamed[func.name]
+    for function in self.graph.library.function:
+      for key, value in function.attr.items():
+        for func in [value.func] + list(value.list.func):
+          if func.name in renamed:
+            func.name = renamed[func.name]
+    gradients = list(self.graph.library.gradient)
+    del self.graph.library.gradient[:]
+    for gradient in gradients:
+      if gradient.function_name in renamed:
+        gradient.function_name = renamed[gradient.function_name]
+        gradient.gradient_func = renamed.get(gradient.gradient_func,
+                                             gradient.gradient_func)
+        self.graph.library.gradient.add().CopyFrom(gradient)
+
   # The walk over one scope.
 
   def _lower_scope(self, scope, sources):
@@ -452,6 +503,8 @@ class _Lowering:
     for var, initial in sources.values():
       current.setdefault(var, initial)
     for node in scope.topological():
+      if _LOWERED in node.attr:  # Made by this rewrite: no variable in it.
+        continue
       uses = [(i, tracked[scope.canonical(r)])
               for i, r in enumerate(node.input)
               if not r.startswith('^') and scope.canonical(r) in tracked]
@@ -520,7 +573,8 @@ class _Lowering:
     self.functions[function.signature.name] = function
     if order is not None:
       _reorder_arguments(function, original, order)
-    sources = {}
+    scope = _Scope(function.node_def, function)
+    sources, initial = {}, {}
     for position, var in positions.items():
       arg = function.signature.input_arg[position]
       arg.type = var.dtype
@@ -529,11 +583,23 @@ class _Lowering:
         for key in ('_handle_dtypes', '_handle_shapes', '_output_shapes'):
           function.arg_attr[position].attr.pop(key, None)
       function.resource_arg_unique_id.pop(position, None)
-      sources[arg.name] = (var, arg.name)
+      if var not in initial:
+        # The value goes by another name than the argument, which still
+        # names the variable to the ops being rewritten.
+        value = scope.add(f'{arg.name}_value', 'Identity', [arg.name],
+                          {'T': _type_attr(var.dtype),
+                           _LOWERED: attr_value_pb2.AttrValue(b=True)})
+        initial[var] = scope.ref(value.name, 'output', 0)
+      sources[arg.name] = (var, initial[var])
     function.attr.pop('_input_shapes', None)
-    finals, tracked = self._lower_scope(_Scope(function.node_def, function),
-                                        sources)
+    self._initial[function.signature.name] = initial
+    finals, tracked = self._lower_scope(scope, sources)
     return function, finals, tracked
+
+  def _writes(self, function, var, finals):
+    """Whether lowered copy `function` writes `var` (its final value is not
+    the one it was given)."""
+    return finals[var] != self._initial[function.signature.name][var]
 
   @staticmethod
   def _add_output(function, stem, var, ref):
@@ -573,9 +639,7 @@ class _Lowering:
       outputs[index] = var.dtype
       tracked[scope.canonical(scope.ref(node.name, 'output', index))] = var
     for var in dict.fromkeys(positions.values()):
-      arg = next(a.name for i, a in enumerate(function.signature.input_arg)
-                 if positions.get(i) == var)
-      if finals[var] != arg:  # The callee writes it: it returns the value.
+      if self._writes(function, var, finals):  # It returns the new value.
         self._add_output(function, f'{_ident(var.name)}_value', var,
                          finals[var])
         current[var] = scope.ref(node.name, 'output', len(outputs))
@@ -588,7 +652,7 @@ class _Lowering:
     cond, cond_finals, _ = self._function_copy(node.attr['cond'].func.name,
                                                positions)
     for i, var in positions.items():
-      if cond_finals[var] != cond.signature.input_arg[i].name:
+      if self._writes(cond, var, cond_finals):
         self._refuse(node, f'writes variable {var.name!r} in a while '
                      'loop\'s condition')
     body, finals, tracked = self._function_copy(node.attr['body'].func.name,
@@ -727,8 +791,7 @@ class _Lowering:
       num_others = len(node.attr['Targuments'].list.type)
       arg_positions = {num_args - num_others + q: var for q in places}
       function, finals, _ = self._function_copy(name, arg_positions)
-      writes = any(finals[var] != function.signature.input_arg[a].name
-                   for a in arg_positions)
+      writes = self._writes(function, var, finals)
       if not writes:
         for q in places:
           node.input[first_other + q] = self._value(node, var, current)

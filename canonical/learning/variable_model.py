@@ -26,6 +26,7 @@ model inside a computation whose variables are lowered into values
 
 import abc
 import collections
+import contextlib
 
 import numpy as np
 import tensorflow as tf
@@ -36,6 +37,10 @@ from canonical.learning import functional
 from canonical.learning.metrics import finalizing
 
 _STATE_KEY = 'unfinalized/{:04d}'
+
+
+class _Named(collections.namedtuple('_Named', 'name')):
+  """A metric of a `VariableModel`, by its name."""
 
 
 class VariableModel(abc.ABC):
@@ -94,6 +99,26 @@ class VariableModel(abc.ABC):
     """Sets the metrics back to their values before any batch."""
 
 
+@contextlib.contextmanager
+def _fresh_keras_names():
+  """Keras 3 numbers the default names of its metrics and layers across the
+  process ('auc', then 'auc_1', ...), where Keras 2 named a metric by its
+  class: each `model_fn()` here counts from zero, so that every model it
+  makes names its metrics alike, and as TFF 0.87 reports them."""
+  try:
+    from keras.src.backend.common import global_state  # pylint: disable=g-import-not-at-top
+  except ImportError:  # No Keras 3: nothing to count.
+    yield
+    return
+  key = 'object_name_uids'
+  saved = global_state.get_global_attribute(key)
+  global_state.set_global_attribute(key, collections.defaultdict(int))
+  try:
+    yield
+  finally:
+    global_state.set_global_attribute(key, saved)
+
+
 def _numpy(value):
   return np.asarray(value.numpy() if hasattr(value, 'numpy') else value)
 
@@ -111,6 +136,7 @@ class _Functions(functional.FunctionalModel):
   def __init__(self, model_fn, model):
     self._model_fn = model_fn
     self._name = type(model).__qualname__
+    model = self._make()  # Named as every later one will be.
     self._unfinalized = tf.nest.map_structure(
         _numpy, model.report_local_unfinalized_metrics())
     self._finalizers = model.metric_finalizers()
@@ -128,9 +154,13 @@ class _Functions(functional.FunctionalModel):
                      self._finalize),
         input_spec=tf.nest.map_structure(_plain_spec, model.input_spec))
 
+  def _make(self):
+    with _fresh_keras_names():
+      return self._model_fn()
+
   def _fresh(self, weights):
     """A new model (inside a computation), with `weights` assigned."""
-    model = self._model_fn()
+    model = self._make()
     trainable, non_trainable = weights
     for part, variables, values in (
         ('trainable', model.trainable_variables, trainable),
@@ -152,10 +182,10 @@ class _Functions(functional.FunctionalModel):
 
       def step(trainable, non_trainable, batch):
         model = self._fresh((trainable, non_trainable))
-        before = tf.nest.flatten(model.report_local_unfinalized_metrics())
+        before = self._flat_unfinalized(model)
         with tf.GradientTape() as tape:
           output = model.forward_pass(batch, training=training)
-        after = tf.nest.flatten(model.report_local_unfinalized_metrics())
+        after = self._flat_unfinalized(model)
         loss = output.loss
         if loss is None and training:
           raise errors.InvalidValueError(
@@ -181,6 +211,20 @@ class _Functions(functional.FunctionalModel):
       self._steps[training] = call_local.PureFunction(
           step, f'{self._name}.forward_pass')
     return self._steps[training]
+
+  def _flat_unfinalized(self, model):
+    """The leaves of `model`'s unfinalized metrics, checked to have the
+    structure (and metric names) of the first model's."""
+    unfinalized = model.report_local_unfinalized_metrics()
+    try:
+      tf.nest.assert_same_structure(unfinalized, self._unfinalized,
+                                    check_types=False)
+    except (TypeError, ValueError) as e:
+      raise errors.InvalidValueError(
+          f'{self._name}: model_fn made a model whose unfinalized metrics '
+          'differ from those of the one it made before; every call must '
+          f'make the same model ({e}).') from None
+    return tf.nest.flatten(unfinalized)
 
   # The builders' interface.
 
@@ -232,6 +276,13 @@ class _Functions(functional.FunctionalModel):
 
   def metric_finalizers(self):
     return self._finalizers
+
+  @property
+  def metrics(self):
+    """The model's named metrics (what `metric_finalizers()` finalizes,
+    but the loss and the counts), for the builders that report means."""
+    return tuple(_Named(name) for name in self._finalizers
+                 if name not in ('loss', 'num_examples', 'num_batches'))
 
   def mean_metrics(self, sums):
     num_examples = sums['num_examples']

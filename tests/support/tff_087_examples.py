@@ -4,6 +4,8 @@ tests/canonical/learning/test_tff_087_fed_avg.py. Also a small
 reconstruction model and three clients' data, whose TFF 0.87 results are in
 tests/canonical/learning/test_tff_087_algorithms.py."""
 
+import collections
+
 import keras
 import numpy as np
 import tensorflow as tf
@@ -11,16 +13,32 @@ import tensorflow as tf
 import canonical as tff
 
 
-def model_fn():
-  keras_model = keras.Sequential([
+INPUT_SPEC = (tf.TensorSpec([None, 4], tf.float32),
+              tf.TensorSpec([None], tf.int32))
+
+
+def keras_model_fn():
+  return keras.Sequential([
       keras.Input(shape=(4,)),
       keras.layers.Dense(3, kernel_initializer='zeros')])
+
+
+def model_fn():
   return tff.learning.models.from_keras_model(
-      keras_model,
+      keras_model_fn(),
       loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-      input_spec=(tf.TensorSpec([None, 4], tf.float32),
-                  tf.TensorSpec([None], tf.int32)),
+      input_spec=INPUT_SPEC,
       metrics=[keras.metrics.SparseCategoricalAccuracy()])
+
+
+def functional_model():
+  """`model_fn`'s model as a `FunctionalModel`."""
+  return tff.learning.models.functional_model_from_keras(
+      keras_model_fn(),
+      keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+      INPUT_SPEC,
+      metrics_constructor=collections.OrderedDict(
+          sparse_categorical_accuracy=keras.metrics.SparseCategoricalAccuracy))
 
 
 def client_data():

@@ -7,7 +7,6 @@ is resolved when it is empty.
 """
 
 NOT_YET = {
-    'tff.learning.metrics.create_keras_metric_finalizer': 'tff.learning.metrics is missing',
     'tff.learning.models.load': 'tff.learning.models.load is missing',
     'tff.learning.models.save': 'tff.learning.models.save is missing',
 }

@@ -10,6 +10,8 @@ metrics from the clients and finalizing them at the server.
 - `counters`: `NumExamplesCounter`, `NumBatchesCounter`;
 - `functional_metrics`: `create_functional_metric_fns` (Keras metrics as a
   `FunctionalModel`'s pure metrics functions);
+- `keras_finalizer`: `create_keras_metric_finalizer` (a Keras metric's
+  `result()` of its variables' values);
 - `types`: the type annotations;
 - `finalizing`: finalizers of either form, applied and checked.
 
@@ -30,6 +32,8 @@ __getattr__, __dir__ = _lazy.module_getattr(globals(), {
         'NumBatchesCounter', 'NumExamplesCounter'),
     'canonical.learning.metrics.functional_metrics': (
         'create_functional_metric_fns',),
+    'canonical.learning.metrics.keras_finalizer': (
+        'create_keras_metric_finalizer',),
     'canonical.learning.metrics.types': (
         'FunctionalMetricFinalizersType', 'MetricFinalizersType',
         'MetricsAggregatorType'),
