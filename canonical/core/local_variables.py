@@ -185,7 +185,8 @@ def creating_local_variables():
   made = []
 
   def creator(next_creator, **kwargs):
-    del next_creator  # Ours replaces every other way to make a variable.
+    if context.executing_eagerly():  # Lifted out on purpose (init_scope).
+      return next_creator(**kwargs)
     return _make_local_variable(graph, made, kwargs)
 
   with graph._variable_creator_scope(  # pylint: disable=protected-access

@@ -21,12 +21,14 @@ from canonical.learning.model_weights import weights_type_from_model
 from canonical.learning.reconstruction_model import ReconstructionDatasetSplitFn
 from canonical.learning.reconstruction_model import ReconstructionModel
 from canonical.learning.variable_model import VariableModel
+from canonical.learning.variable_model_saving import load
+from canonical.learning.variable_model_saving import save
 
 __all__ = [
     'BatchOutput', 'FunctionalModel', 'ModelWeights',
     'ReconstructionDatasetSplitFn', 'ReconstructionModel', 'VariableModel',
     'cnn_28x28', 'from_keras_model', 'functional_model_from_keras',
-    'load_functional_model', 'model_from_functional',
+    'load', 'load_functional_model', 'model_from_functional', 'save',
     'save_functional_model', 'small_8x8',
     'weights_type_from_model',
 ]

@@ -5,6 +5,7 @@ in process: the same rounds as their local run."""
 import collections
 import importlib.util
 import os
+import tempfile
 
 import keras
 import numpy as np
@@ -64,6 +65,17 @@ def _keras_metrics_fed_avg():
   return process, [dataset(9), dataset(6)]
 
 
+def _loaded_model_fed_avg():
+  """A `VariableModel` saved and loaded (`tff.learning.models.load` inside
+  each computation)."""
+  path = tempfile.mkdtemp()
+  tff.learning.models.save(variable_model_examples.MnistModel(), path)
+  process = tff.learning.algorithms.build_weighted_fed_avg(
+      lambda: tff.learning.models.load(path),
+      client_optimizer_fn=tff.learning.optimizers.build_sgdm(0.1))
+  return process, variable_model_examples.client_data()
+
+
 def _building_your_own_algorithm():
   tutorial = _tutorial('test_building_your_own_algorithm')
   return (tutorial.federated_algorithm,
@@ -73,6 +85,7 @@ def _building_your_own_algorithm():
 PROCESSES = {
     'variable_model_fed_avg': _variable_model_fed_avg,
     'keras_metrics_fed_avg': _keras_metrics_fed_avg,
+    'loaded_model_fed_avg': _loaded_model_fed_avg,
     'building_your_own_algorithm': _building_your_own_algorithm,
 }
 

@@ -7,8 +7,6 @@ is resolved when it is empty.
 """
 
 NOT_YET = {
-    'tff.learning.models.load': 'tff.learning.models.load is missing',
-    'tff.learning.models.save': 'tff.learning.models.save is missing',
 }
 
 # Names issue 36 leaves to issue 38 (privacy), with what they lack.
