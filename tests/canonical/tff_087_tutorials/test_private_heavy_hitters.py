@@ -40,7 +40,7 @@ TFF_HEAVY_HITTERS = {
 
 
 @pytest.fixture(scope='module', autouse=True)
-def test_context():
+def sync_test_cpp_execution_context():
   np.random.seed(0)
   tff.backends.test.set_sync_test_cpp_execution_context()
 
