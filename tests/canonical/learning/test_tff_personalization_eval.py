@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import canonical as tff
+from tff_087_examples import model_fn
 from tff_087_personalization import evaluate_fn
 from tff_087_personalization import LinearModel
 from tff_087_personalization import p13n_data
@@ -89,3 +90,37 @@ def test_personalization_eval_names_its_bad_arguments():
     build(LinearModel, PERSONALIZE_FN_DICT, evaluate_fn, max_num_clients=0)
   with pytest.raises(TypeError, match='OrderedDict'):
     build(LinearModel, dict(PERSONALIZE_FN_DICT), evaluate_fn)
+
+
+# TFF 0.87 with tff_087_examples.model_fn (from_keras_model): the same
+# numbers, with the Keras model's metrics (accuracy, loss, num_examples,
+# num_batches).
+TFF_KERAS_TYPE = (
+    '(<server_model_weights=<trainable=<float32[4,3],float32[3]>,'
+    'non_trainable=<>>@SERVER,federated_client_input={<train_data=<float32[4]'
+    ',int32>*,test_data=<float32[4],int32>*>}@CLIENTS> -> <baseline_metrics='
+    '<sparse_categorical_accuracy=float32[?],loss=float32[?],num_examples='
+    'int64[?],num_batches=int64[?]>,sgd=<sparse_categorical_accuracy='
+    'float32[?],loss=float32[?],num_examples=int64[?],num_batches=int64[?],'
+    'num_train_examples=int32[?]>,adam=<sparse_categorical_accuracy='
+    'float32[?],loss=float32[?],num_examples=int64[?],num_batches=int64[?],'
+    'num_train_examples=int32[?]>>@SERVER)')
+TFF_KERAS_BATCHES = [2, 2, 3]
+
+
+@pytest.mark.slow
+def test_personalization_eval_of_a_keras_model():
+  computation = build(model_fn, PERSONALIZE_FN_DICT, evaluate_fn,
+                      max_num_clients=10)
+  assert str(computation.type_signature) == TFF_KERAS_TYPE
+  metrics = computation(WEIGHTS, p13n_data())
+  for values in metrics.values():
+    values['accuracy'] = values.pop('sparse_categorical_accuracy')
+  rows = _by_client(metrics)
+  for strategy, expected in TFF_METRICS.items():
+    for got, want in zip(rows[strategy], expected):
+      assert got == pytest.approx(want, rel=1e-5)
+  order = [[4, 3, 5].index(n)
+           for n in metrics['baseline_metrics']['num_examples']]
+  assert [dict(zip(order, metrics['sgd']['num_batches']))[i]
+          for i in range(3)] == TFF_KERAS_BATCHES
