@@ -494,7 +494,7 @@ class StructType(Struct, Type):
       return True
     if not isinstance(source, StructType):
       return False
-    target_elements, source_elements = elements_of(self), elements_of(source)
+    target_elements, source_elements = _in_order(self), _in_order(source)
     if len(target_elements) != len(source_elements):
       return False
     return all(
@@ -624,7 +624,7 @@ class _StructBehaviour:
     if isinstance(other, Type):
       return (isinstance(other, StructType) and
               self.python_container is other.python_container and
-              elements_of(self) == elements_of(other))
+              _in_order(self) == _in_order(other))
     # A plain structure of specs compares as that structure does.
     return type(self)._container.__eq__(self, other)
 
@@ -634,7 +634,7 @@ class _StructBehaviour:
 
   def __hash__(self):
     return hash(('StructType', self.python_container,
-                 tuple(elements_of(self))))
+                 tuple(_in_order(self))))
 
   def __repr__(self):
     members = ', '.join(repr(value) if name is None else
@@ -755,6 +755,16 @@ def elements_of(value):
   raise errors.InvalidTypeError(
       f'expected a structure (a Struct, a struct type, a mapping, a '
       f'namedtuple, a tuple or a list), got {naming.describe_object(value)}.')
+
+
+def _in_order(struct_type):
+  """The elements of a struct type in the order that matters to it: a
+  plain dict's by name (dicts compare so, and tf.nest walks them so; TFF
+  0.87 keeps their insertion order), any other's as they are."""
+  pairs = elements_of(struct_type)
+  if struct_type.python_container is dict:
+    return sorted(pairs, key=lambda pair: pair[0])
+  return pairs
 
 
 def value_container(member):

@@ -398,3 +398,17 @@ def test_a_federated_structs_elements_select_by_name_or_position():
   # TFF 0.87 gives (6, 2.0, 6).
   assert parts([collections.OrderedDict(a=1.0, b=2),
                 collections.OrderedDict(a=3.0, b=4)]) == (6, 2.0, 6)
+
+
+def test_a_struct_held_in_a_dict_compares_by_names_as_dicts_do():
+  # TFF 0.87 keeps a dict's insertion order in its type; dicts compare by
+  # names, and tf.nest walks them by sorted names, so here a type held in a
+  # dict does too (a restored dataset iterator's dict comes back sorted).
+  xy = tff.to_type({'x': np.float32, 'y': np.int32})
+  yx = tff.to_type({'y': np.int32, 'x': np.float32})
+  assert xy == yx and hash(xy) == hash(yx) and xy.is_assignable_from(yx)
+  assert str(yx) == '<y=int32,x=float32>'
+  ordered = [tff.to_type(collections.OrderedDict(x=np.float32, y=np.int32)),
+             tff.to_type(collections.OrderedDict(y=np.int32, x=np.float32))]
+  assert ordered[0] != ordered[1]
+  assert not ordered[0].is_assignable_from(ordered[1])
