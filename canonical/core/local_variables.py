@@ -65,6 +65,7 @@ from tensorflow.core.framework import op_def_pb2
 from tensorflow.core.framework import types_pb2
 from tensorflow.python.eager import context
 from tensorflow.python.eager import lift_to_graph
+from tensorflow.python.framework import op_def_registry
 from tensorflow.python.framework import ops
 from tensorflow.python.ops import gen_resource_variable_ops
 from tensorflow.python.ops import resource_variable_ops
@@ -317,7 +318,7 @@ class _Scope:
       for i, name in enumerate(node.input):
         if name.startswith(old):
           node.input[i] = new + name[len(old):]
-    for key, value in self.function.ret.items():
+    for key, value in list(self.function.ret.items()):
       if value.startswith(old):
         self.function.ret[key] = new + value[len(old):]
 
@@ -390,6 +391,67 @@ def _drop_waits_for_lowered(nodes, function=None):
                if o not in lowered]
     del function.signature.control_output[:]
     function.signature.control_output.extend(outputs)
+  _bypass_identities([n for n in nodes if n.name in lowered], nodes,
+                     function)
+
+
+def _bypass_identities(lowered, nodes, function):
+  """Readers of a lowered `Identity` (a read or an assignment, now) read its
+  input instead; the identity is then dead (`_drop_dead`)."""
+  scope = _Scope(nodes, function)
+  source = {}
+  for node in lowered:
+    if node.op == 'Identity':
+      source[scope.canonical(scope.ref(node.name, 'output', 0))] = (
+          _data_inputs(node)[0])
+
+  def resolved(ref):
+    seen = 0
+    while scope.canonical(ref) in source and seen < len(source):
+      ref, seen = source[scope.canonical(ref)], seen + 1
+    return ref
+
+  if not source:
+    return
+  for node in nodes:
+    for i, ref in enumerate(node.input):
+      if not ref.startswith('^'):
+        node.input[i] = resolved(ref)
+  if function is not None:
+    for key, ref in list(function.ret.items()):
+      function.ret[key] = resolved(ref)
+
+
+def _stateful(node):
+  """Whether `node` may not be dropped when nothing reads it: a stateful op,
+  a call of a function by name, or an op this TensorFlow does not know."""
+  op_def = op_def_registry.get(node.op)
+  return op_def is None or op_def.is_stateful
+
+
+def _drop_dead(nodes, roots, keep):
+  """Drops the nodes that neither `roots` (node names) nor a node `keep`s
+  needs: lowering leaves values behind that nothing reads any more (an
+  initial value the next assignment replaced), which TensorFlow would
+  otherwise carry into every instantiation of the function."""
+  by_name = {node.name: node for node in nodes}
+  stack = [r for r in roots if r in by_name]
+  stack += [node.name for node in nodes if keep(node)]
+  live = set()
+  while stack:
+    name = stack.pop()
+    if name in live:
+      continue
+    live.add(name)
+    for ref in by_name[name].input:
+      producer = ref.lstrip('^').split(':')[0]
+      if producer in by_name and producer not in live:
+        stack.append(producer)
+  if len(live) == len(nodes):
+    return
+  kept = [node for node in nodes if node.name in live]
+  del nodes[:]
+  nodes.extend(kept)
 
 
 def _data_inputs(node):
@@ -416,7 +478,9 @@ class _Lowering:
     at = f' (at {location})' if location else ''
     raise Unsupported(f'op {node.name!r} ({node.op}){at} {text}')
 
-  def run(self):
+  def run(self, outputs):
+    """The rewritten GraphDef; `outputs` are the node names of its
+    results."""
     scope = _Scope(self.graph.node)
     sources = {}
     handles = [n for n in self.graph.node if n.op == 'VarHandleOp']
@@ -432,8 +496,15 @@ class _Lowering:
     self._prune_library()
     self._rename_originals()
     _drop_waits_for_lowered(self.graph.node)
+    _drop_dead(self.graph.node, outputs,
+               lambda node: node.op == 'Placeholder' or _stateful(node))
     for function in self.graph.library.function:
       _drop_waits_for_lowered(function.node_def, function)
+      roots = [ref.split(':')[0] for ref in function.ret.values()]
+      _drop_dead(function.node_def, roots + list(function.control_ret.values()),
+                 _stateful)
+    self.functions = {f.signature.name: f for f in self.graph.library.function}
+    self._prune_library()
     return self.graph
 
   def _prune_library(self):
@@ -443,6 +514,9 @@ class _Lowering:
 
     def visit(nodes):
       for node in nodes:
+        if node.op in self.functions and node.op not in needed:
+          needed.add(node.op)  # A function called by name, as an op.
+          stack.append(node.op)
         for value in node.attr.values():
           for func in [value.func] + list(value.list.func):
             if func.name and func.name not in needed:
@@ -1135,7 +1209,8 @@ def lower(concrete, input_signature, where=lambda op_type, name: None):
   `where(op type, node name)` locates an op for an error message.
   """
   graph = concrete.graph
-  graph_def = _Lowering(graph.as_graph_def(), where).run()
+  graph_def = _Lowering(graph.as_graph_def(), where).run(
+      [t.op.name for t in graph.outputs])
   captures = list(graph.captures)
   inputs = graph.inputs[:len(graph.inputs) - len(captures)]
   output_names = [t.name for t in graph.outputs]

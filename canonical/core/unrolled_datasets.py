@@ -405,7 +405,7 @@ class _Rewriter:
         for i, name in enumerate(other.input):
           if name.startswith(old):
             other.input[i] = f'{reduce.name}:output:' + name[len(old):]
-      for key, value in scope.function.ret.items():
+      for key, value in list(scope.function.ret.items()):
         if value.startswith(old):
           scope.function.ret[key] = f'{reduce.name}:output:' + value[len(old):]
     for op in chain:

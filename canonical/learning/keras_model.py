@@ -13,8 +13,10 @@ inside each computation, its variables lowered into values.
 
 import collections
 import collections.abc
+import re
 
 import keras
+from keras.src.utils import naming
 import tensorflow as tf
 
 from canonical import errors
@@ -70,6 +72,22 @@ def _rows(tensor):
   return tf.shape(tensor)[0]
 
 
+def _keras_2_names(metrics):
+  """Metrics Keras 3 named by default get Keras 2's (TFF 0.87's) name, their
+  class's: Keras 3 numbers them across the process ('auc_2' for the third
+  AUC made), Keras 2 did not. A name given, or one two metrics would share,
+  stays."""
+  bases = {}
+  for metric in metrics:
+    base = naming.to_snake_case(type(metric).__name__)
+    if re.fullmatch(re.escape(base) + r'_[0-9]+', metric.name):
+      bases.setdefault(base, []).append(metric)
+  taken = {m.name for m in metrics}
+  for base, named in bases.items():
+    if len(named) == 1 and base not in taken:
+      named[0].name = base
+
+
 class KerasModel(variable_model.VariableModel):
   """A Keras model with its loss(es) and metrics, as TFF's `VariableModel`
   (what `from_keras_model` returns)."""
@@ -93,6 +111,7 @@ class KerasModel(variable_model.VariableModel):
       if not instances:
         self._constructors[made.name] = metric
       self._metrics.append(made)
+    _keras_2_names(self._metrics)
     names = {m.name for m in self._metrics}
     extra = [_loss_of(loss_fns, loss_weights)]
     if 'num_examples' not in names:
