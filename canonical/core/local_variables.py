@@ -18,20 +18,23 @@ disguise explicit, in two steps.
    library follows each variable's resource from its `VarHandleOp` through
    the ops that consume it, in that order, keeping its current value:
 
-   | op on the variable                      | becomes                      |
-   |-----------------------------------------|------------------------------|
-   | `ReadVariableOp`                        | `Identity(current)`          |
-   | `AssignVariableOp(v, x)`                | current := `Identity(x)`     |
-   | `AssignAddVariableOp` / `AssignSub...`  | current := `AddV2` / `Sub`   |
-   | `ResourceScatter{Add,Sub,Update,Min,Max}`, `ResourceScatterNd*` | current := `TensorScatter*` |
-   | `ResourceGather` / `ResourceGatherNd`   | `GatherV2` / `GatherNd`      |
-   | `ResourceStridedSliceAssign`            | `TensorStridedSliceUpdate`   |
-   | `ResourceApplyGradientDescent`          | current := `Sub(v, Mul(g, lr))` |
-   | `VariableShape`, `VarIsInitializedOp`   | `Shape(current)`, a constant |
-   | a call (`tf.function`)                  | the callee takes the value and returns the new one |
-   | `While` (`tf.while_loop`, AutoGraph)    | the value is one more loop variable |
-   | `If` / `Case` (`tf.cond`, AutoGraph)    | each branch returns the new value |
-   | `ReduceDataset` (`dataset.reduce`, `for x in dataset`) | the value is one more part of the reduce's state |
+   - `ReadVariableOp`: the current value (`Identity`);
+   - `AssignVariableOp(v, x)`: x is the current value now;
+   - `AssignAddVariableOp` / `AssignSubVariableOp`: `AddV2` / `Sub` of it;
+   - `ResourceScatter{Add,Sub,Update,Min,Max}`, `ResourceScatterNd*`:
+     the `TensorScatter*` of it;
+   - `ResourceGather` / `ResourceGatherNd`: `GatherV2` / `GatherNd` of it;
+   - `ResourceStridedSliceAssign`: `TensorStridedSliceUpdate` of it;
+   - `ResourceApplyGradientDescent`: `Sub(v, Mul(delta, alpha))`;
+   - `VariableShape`, `VarIsInitializedOp`: `Shape` of it, a constant;
+   - a call (`tf.function`): the callee takes the value and returns the
+     new one;
+   - `While` (`tf.while_loop`, AutoGraph loops): one more loop variable;
+   - `If` / `Case` (`tf.cond`, AutoGraph `if`): each branch returns the
+     new value;
+   - `ReduceDataset` (`dataset.reduce`), and AutoGraph's `for x in
+     dataset` (a `ScanDataset` then the reduce): one more part of the
+     reduce's (and the scan's) state.
 
    Each op is replaced in place by one of the same name, so the control
    dependencies that ordered it still hold; rewritten functions are copies
@@ -113,9 +116,6 @@ class _Variable:
   name: str
   dtype: int  # a types_pb2 enum
   shape: object  # a TensorShapeProto
-
-  def shape_attr(self):
-    return attr_value_pb2.AttrValue(shape=self.shape)
 
 
 @tf.autograph.experimental.do_not_convert
@@ -587,7 +587,8 @@ class _Lowering:
         self._lower_node(scope, node, uses, current, tracked)
     return current, tracked
 
-  def _value(self, node, var, current):
+  def value(self, node, var, current):
+    """`var`'s current value where `node` uses it."""
     value = current.get(var)
     if value is None:
       self._refuse(node, f'reads variable {var.name!r} before it is '
@@ -705,7 +706,7 @@ class _Lowering:
   def _lower_call(self, scope, node, uses, current, tracked):
     positions = {i: var for i, var in uses}
     for i, var in positions.items():
-      node.input[i] = self._value(node, var, current)
+      node.input[i] = self.value(node, var, current)
       node.attr['Tin'].list.type[i] = var.dtype
     function, finals, inner = self._function_copy(node.attr['f'].func.name,
                                                   positions)
@@ -740,7 +741,7 @@ class _Lowering:
                      'its loop unchanged')
       out.type = var.dtype
       body.ret[out.name] = finals[var]
-      node.input[i] = self._value(node, var, current)
+      node.input[i] = self.value(node, var, current)
       node.attr['T'].list.type[i] = var.dtype
       node.attr['output_shapes'].list.shape[i].CopyFrom(var.shape)
       current[var] = scope.ref(node.name, 'output', i)
@@ -768,7 +769,7 @@ class _Lowering:
       outputs[index] = var.dtype
       tracked[scope.canonical(scope.ref(node.name, 'output', index))] = var
     for i, var in positions.items():
-      node.input[i + 1] = self._value(node, var, current)
+      node.input[i + 1] = self.value(node, var, current)
       node.attr['Tin'].list.type[i] = var.dtype
     for var in dict.fromkeys(positions.values()):
       for function, finals, _ in copies:
@@ -817,7 +818,7 @@ class _Lowering:
     for var in moved.values():
       self._add_output(function, f'{_ident(var.name)}_value', var,
                        finals[var])
-    values = [self._value(node, var, current) for var in moved.values()]
+    values = [self.value(node, var, current) for var in moved.values()]
     new_inputs = (inputs[:first_other] + values +
                   [o for q, o in enumerate(others) if q not in moved])
     del node.input[:]
@@ -869,7 +870,7 @@ class _Lowering:
       writes = self._writes(function, var, finals)
       if not writes:
         for q in places:
-          node.input[first_other + q] = self._value(node, var, current)
+          node.input[first_other + q] = self.value(node, var, current)
           node.attr['Targuments'].list.type[q] = var.dtype
         node.attr[attr].func.name = function.signature.name
         continue
@@ -915,7 +916,7 @@ class _Lowering:
                    finals[var])
     _insert_output(function, len(function.signature.output_arg),
                    f'{stem}_value', var.dtype, finals[var])
-    value = self._value(scan, var, current)
+    value = self.value(scan, var, current)
     del scan.input[:]
     scan.input.extend(inputs[:1 + num_state] + [value] +
                       [o for q, o in enumerate(others) if q != place] +
@@ -1057,7 +1058,7 @@ def _ident(name):
 
 
 def _read(lowering, scope, node, var, current):
-  _become(node, 'Identity', [lowering._value(node, var, current)],  # pylint: disable=protected-access
+  _become(node, 'Identity', [lowering.value(node, var, current)],
           {'T': _type_attr(var.dtype)})
   scope.rename_output(node.name, 'value', 'output')
 
@@ -1071,7 +1072,7 @@ def _assign(lowering, scope, node, var, current):
 
 def _binary(op):
   def lower(lowering, scope, node, var, current):
-    value = lowering._value(node, var, current)  # pylint: disable=protected-access
+    value = lowering.value(node, var, current)
     _become(node, op, [value, _data_inputs(node)[1]],
             {'T': _type_attr(var.dtype)})
     return scope.ref(node.name, 'z', 0)
@@ -1089,7 +1090,7 @@ def _is_initialized(lowering, scope, node, var, current):
 
 def _shape(lowering, scope, node, var, current):
   del scope
-  value = lowering._value(node, var, current)  # pylint: disable=protected-access
+  value = lowering.value(node, var, current)
   _become(node, 'Shape', [value], {'T': _type_attr(var.dtype),
                                    'out_type': node.attr['out_type']})
 
@@ -1103,7 +1104,7 @@ def _constant(scope, stem, value):
 
 
 def _gather(lowering, scope, node, var, current):
-  value = lowering._value(node, var, current)  # pylint: disable=protected-access
+  value = lowering.value(node, var, current)
   batch_dims = node.attr['batch_dims'].i
   indices_type = node.attr['Tindices']
   axis = _constant(scope, f'{node.name}/axis', tf.constant(batch_dims,
@@ -1115,7 +1116,7 @@ def _gather(lowering, scope, node, var, current):
 
 
 def _gather_nd(lowering, scope, node, var, current):
-  value = lowering._value(node, var, current)  # pylint: disable=protected-access
+  value = lowering.value(node, var, current)
   indices_type = node.attr['Tindices']
   _become(node, 'GatherNd', [value, _data_inputs(node)[1]], {
       'Tparams': _type_attr(var.dtype), 'Tindices': indices_type})
@@ -1127,7 +1128,7 @@ def _scatter(op, nd):
   `ResourceScatterNd*` (index tuples) as `TensorScatter*`."""
 
   def lower(lowering, scope, node, var, current):
-    value = lowering._value(node, var, current)  # pylint: disable=protected-access
+    value = lowering.value(node, var, current)
     _, indices, updates = _data_inputs(node)[:3]
     indices_type = node.attr['Tindices']
     if not nd:  # One index per row: an index tuple of length 1.
@@ -1145,7 +1146,7 @@ def _scatter(op, nd):
 
 
 def _strided_slice_assign(lowering, scope, node, var, current):
-  value = lowering._value(node, var, current)  # pylint: disable=protected-access
+  value = lowering.value(node, var, current)
   _, begin, end, strides, update = _data_inputs(node)[:5]
   attrs = {key: node.attr[key] for key in (
       'Index', 'begin_mask', 'end_mask', 'ellipsis_mask', 'new_axis_mask',
@@ -1158,7 +1159,7 @@ def _strided_slice_assign(lowering, scope, node, var, current):
 
 def _apply_gradient_descent(lowering, scope, node, var, current):
   """`var -= delta * alpha`, as the kernel computes it."""
-  value = lowering._value(node, var, current)  # pylint: disable=protected-access
+  value = lowering.value(node, var, current)
   _, alpha, delta = _data_inputs(node)[:3]
   step = scope.add(f'{node.name}/step', 'Mul', [delta, alpha],
                    {'T': _type_attr(var.dtype)})

@@ -28,6 +28,7 @@ import abc
 import collections
 import contextlib
 
+from keras.src.backend.common import global_state
 import numpy as np
 import tensorflow as tf
 
@@ -105,11 +106,6 @@ def _fresh_keras_names():
   process ('auc', then 'auc_1', ...), where Keras 2 named a metric by its
   class: each `model_fn()` here counts from zero, so that every model it
   makes names its metrics alike, and as TFF 0.87 reports them."""
-  try:
-    from keras.src.backend.common import global_state  # pylint: disable=g-import-not-at-top
-  except ImportError:  # No Keras 3: nothing to count.
-    yield
-    return
   key = 'object_name_uids'
   saved = global_state.get_global_attribute(key)
   global_state.set_global_attribute(key, collections.defaultdict(int))
