@@ -147,6 +147,9 @@ def main(argv=None):
   parser.add_argument('--json', default=os.path.join(
       ROOT, 'benchmarks', 'results', 'vectorised_clients.json'))
   args = parser.parse_args(argv)
+  # TensorFlow's plain CPU kernels have no gradient of a grouped convolution;
+  # oneDNN's have, and TensorFlow turns them on by default only on some CPUs.
+  os.environ.setdefault('TF_ENABLE_ONEDNN_OPTS', '1')
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   tf.config.threading.set_intra_op_parallelism_threads(args.threads)
   passes, max_diff, max_change = _passes(args.clients, args.steps,

@@ -600,7 +600,7 @@ class _Lowering:
     if op in _CALLS:
       return self._lower_call(scope, node, uses, current, tracked)
     if op in _WHILES:
-      return self._lower_while(scope, node, uses, current)
+      return self._lower_while(scope, node, uses, current, tracked)
     if op in _IFS or op in _CASES:
       return self._lower_branches(scope, node, uses, current, tracked)
     if op == 'ReduceDataset':
@@ -723,7 +723,7 @@ class _Lowering:
     node.attr['f'].func.name = function.signature.name
     node.attr.pop('_read_only_resource_inputs', None)
 
-  def _lower_while(self, scope, node, uses, current):
+  def _lower_while(self, scope, node, uses, current, tracked):
     positions = {i: var for i, var in uses}
     cond, cond_finals, _ = self._function_copy(node.attr['cond'].func.name,
                                                positions)
@@ -731,12 +731,12 @@ class _Lowering:
       if self._writes(cond, var, cond_finals):
         self._refuse(node, f'writes variable {var.name!r} in a while '
                      'loop\'s condition')
-    body, finals, tracked = self._function_copy(node.attr['body'].func.name,
+    body, finals, in_body = self._function_copy(node.attr['body'].func.name,
                                                 positions)
     body_scope = _Scope(body.node_def, body)
     for i, var in positions.items():
       out = body.signature.output_arg[i]
-      if tracked.get(body_scope.canonical(body.ret[out.name])) != var:
+      if in_body.get(body_scope.canonical(body.ret[out.name])) != var:
         self._refuse(node, f'does not carry variable {var.name!r} through '
                      'its loop unchanged')
       out.type = var.dtype
@@ -745,6 +745,8 @@ class _Lowering:
       node.attr['T'].list.type[i] = var.dtype
       node.attr['output_shapes'].list.shape[i].CopyFrom(var.shape)
       current[var] = scope.ref(node.name, 'output', i)
+      # The handle the loop passed on, used after it (by a gradient, say).
+      tracked[scope.canonical(current[var])] = var
     node.attr['cond'].func.name = cond.signature.name
     node.attr['body'].func.name = body.signature.name
     node.attr.pop('_read_only_resource_inputs', None)

@@ -134,7 +134,11 @@ class KerasModel(variable_model.VariableModel):
 
   @property
   def non_trainable_variables(self):
-    return self._keras_model.non_trainable_variables
+    # Keras 3 counts a seed generator's state (dropout, a GRU's) among its
+    # variables but not its weights; TFF 0.87's Keras 2 models had none, so
+    # a model's weights here are what tutorials read as `non_trainable_weights`,
+    # and the seed state is a call-local variable like a metric's.
+    return self._keras_model.non_trainable_weights
 
   @property
   def local_variables(self):

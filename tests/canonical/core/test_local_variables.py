@@ -325,3 +325,20 @@ def test_a_process_of_such_computations_compiles_saves_and_loads(tmp_path):
     local, local_total = process.next(local, CLIENTS)
   assert float(state) == float(local) == 1.0 + 6.0 + 7.0 * 6.0
   assert float(total) == float(local_total) == 42.0
+
+
+def test_a_gradient_through_a_loop_that_carries_a_variable():
+  # A Keras 3 GRU's shape: the loop passes the variable's handle on, and
+  # the loop's gradient reads the shape of the handle it passed on.
+
+  def fn(x):
+    v = tf.Variable(tf.fill([3], 1.5))
+    with tf.GradientTape() as tape:
+      _, y = tf.while_loop(lambda i, a: i < 3, lambda i, a: (i + 1, a * v),
+                           [tf.constant(0), x])
+      loss = tf.reduce_sum(y)
+    return tape.gradient(loss, v)
+
+  got = _check(fn, [tf.TensorSpec([3], tf.float32)],
+               np.array([1.0, 2.0, -1.0], np.float32))
+  np.testing.assert_allclose(got, [6.75, 13.5, -6.75])  # 3 x v^2.

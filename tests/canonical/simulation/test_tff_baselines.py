@@ -20,12 +20,6 @@ from canonical.simulation.models import resnet
 
 B = tff.simulation.baselines
 SPEC = B.ClientSpec(num_epochs=1, batch_size=2, shuffle_buffer_size=1)
-# Lowering the call-local variables of these tasks' Keras 3 models fails in
-# canonical/learning/variable_model.py (`read_value` of a Keras 3 variable).
-_KERAS3_VARIABLES = pytest.mark.xfail(
-    strict=True, raises=tff.FederatedError,
-    reason='canonical/learning/variable_model.py reads a non-trainable '
-    'Keras 3 variable with read_value(), which Keras 3 variables lack')
 
 TASKS = {
     'emnist_cnn_dropout': lambda: B.emnist.create_character_recognition_task(
@@ -186,13 +180,12 @@ def test_a_task_trains_in_federated_averaging():
 @pytest.mark.parametrize('name, metrics', [
     ('so_tag', ['precision', 'recall_at_5', 'loss', 'num_examples',
                 'num_batches']),
-    pytest.param('shakespeare', ['num_tokens', 'accuracy', 'loss',
-                                 'num_examples', 'num_batches'],
-                 marks=_KERAS3_VARIABLES),
-    pytest.param('so_word', [
+    ('shakespeare', ['num_tokens', 'accuracy', 'loss', 'num_examples',
+                     'num_batches']),
+    ('so_word', [
         'num_tokens', 'accuracy', 'accuracy_without_out_of_vocab',
         'accuracy_without_out_of_vocab_or_end_of_sentence', 'loss',
-        'num_examples', 'num_batches'], marks=_KERAS3_VARIABLES),
+        'num_examples', 'num_batches']),
 ])
 def test_a_task_with_keras_metrics_trains(name, metrics):
   task = TASKS[name]()
