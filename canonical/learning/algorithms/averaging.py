@@ -21,6 +21,7 @@ from canonical import errors
 from canonical.core import naming
 from canonical.core import specs
 from canonical.learning.client_update import client_gradient
+from canonical.learning import functional
 from canonical.learning import loop_builder
 from canonical.learning import metrics
 from canonical.learning import model_fns
@@ -50,7 +51,7 @@ def build_weighted_fed_avg(
   who = 'build_weighted_fed_avg'
   metrics_aggregator = _check_common(who, metrics_aggregator,
                                      loop_implementation)
-  return _build(who, model_fn, _training(who, client_optimizer_fn),
+  return _build(who, model_fn, _training(who, model_fn, client_optimizer_fn),
                 server_optimizer_fn, model_aggregator, weighted=True,
                 by_examples=_by_examples(who, client_weighting),
                 model_distributor=model_distributor,
@@ -68,7 +69,7 @@ def build_unweighted_fed_avg(model_fn, client_optimizer_fn,
   who = 'build_unweighted_fed_avg'
   metrics_aggregator = _check_common(who, metrics_aggregator,
                                      loop_implementation)
-  return _build(who, model_fn, _training(who, client_optimizer_fn),
+  return _build(who, model_fn, _training(who, model_fn, client_optimizer_fn),
                 server_optimizer_fn, model_aggregator, weighted=False,
                 by_examples=False, model_distributor=model_distributor,
                 metrics_aggregator=metrics_aggregator)
@@ -142,12 +143,16 @@ def _by_examples(who, client_weighting):
   return client_weighting is ClientWeighting.NUM_EXAMPLES
 
 
-def _training(who, client_optimizer_fn):
-  """Local training from a fresh client optimizer with the state's
-  hyperparameters; the update is initial minus trained weights."""
+def _training(who, model_fn, client_optimizer_fn):
+  """Local training from a fresh client optimizer, the update initial minus
+  trained weights. The optimizer's hyperparameters are the client work's
+  state, except for a `FunctionalModel` given itself, whose client work
+  keeps none (TFF 0.87's `client_work=<>`)."""
   optimizer = model_fns.optimizer_of(client_optimizer_fn,
                                      f'{who}: client_optimizer_fn')
-  return model_delta.training_step(optimizer)
+  return model_delta.training_step(
+      optimizer,
+      hparams_in_state=not isinstance(model_fn, functional.FunctionalModel))
 
 
 def _proximal_training(who, proximal_strength, client_optimizer_fn):

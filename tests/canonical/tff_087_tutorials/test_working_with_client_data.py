@@ -202,10 +202,6 @@ def test_the_manual_trainer_runs_a_round():
   assert train_metrics['loss'] == pytest.approx(2.7332244, abs=0.02)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "TFF 0.87's FedAvg of a functional model keeps no client work state "
-    "(client_work=<>); here it keeps the optimizer's learning_rate; "
-    "algorithms"))
 def test_the_processes_type_signatures(capsys):
   print(trainer_accepting_ids.next.type_signature)
   print(manual_trainer_with_preprocessing.next.type_signature)
