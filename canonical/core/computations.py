@@ -255,6 +255,19 @@ class TFComputation(Computation):
             for spec, arg in zip(self._parameter_specs, args)]
     return self.concrete_function()(*args)
 
+  def unplaced_element(self, key, location):
+    """Element `key` of this no-parameter computation's result, unplaced
+    (`a, b = init()` in a federated body)."""
+    try:
+      self.result_spec[key]  # pylint: disable=pointless-statement
+    except (TypeError, KeyError, IndexError):
+      raise errors.FederatedError(
+          f'{self.name}() called at {location} has no element {key!r}: it '
+          f'gives {ft.describe(self.result_spec)}.') from None
+    return ir.Unplaced(TFComputation(
+        lambda: self.invoke()[key], (), name=f'{self.name}()[{key!r}]',
+        location=location), location)
+
   def call_with_member(self, member_value):
     """Calls the function on a value of the (single or tuple) parameter."""
     if not self._parameter_specs:
@@ -295,6 +308,9 @@ class TFComputation(Computation):
           f'{len(args)} arguments; it takes {len(self._parameter_specs)}.')
     constants = []
     for arg, spec in zip(args, self._parameter_specs):
+      if isinstance(arg, ir.Unplaced):  # Another call's result: run first.
+        constants.append(arg.computation)
+        continue
       specs = tf.nest.flatten(spec)
       try:
         leaves = nest.flatten_up_to(spec, arg, check_types=False)
@@ -309,11 +325,14 @@ class TFComputation(Computation):
             f'{ft.describe(spec)} ({e}).') from None
 
     def call():
-      return self.invoke(*[tf.nest.pack_sequence_as(
-          spec, [tf.constant(v) for v in values])
-                           for spec, values in zip(self._parameter_specs,
-                                                   constants)])
+      return self.invoke(*[
+          values.invoke() if isinstance(values, TFComputation) else
+          tf.nest.pack_sequence_as(spec, [tf.constant(v) for v in values])
+          for spec, values in zip(self._parameter_specs, constants)])
 
+    # Traced now, eagerly, not inside the trace of `call`: variables it makes
+    # (a tf.random.Generator's state) are made for this computation's graph.
+    self.concrete_function()
     return TFComputation(call, (), name=self.name, location=location)
 
   @property
@@ -372,14 +391,9 @@ class PolymorphicComputation(Computation):
 
   def __call__(self, *args):
     _refuse_federated_arguments(self.name, args)
-    if any(isinstance(a, ir.Unplaced) for a in tf.nest.flatten(args)):
-      raise errors.FederatedError(
-          f'{self.describe_for_error()} was called at '
-          f'{naming.user_location()} on the result of another computation '
-          'in a federated body; place it first (federated_value) and '
-          'federated_map this one.')
     try:
-      specs = tuple(ft.member_of(a) for a in args)
+      specs = tuple(a.computation.result_spec if isinstance(a, ir.Unplaced)
+                    else ft.member_of(a) for a in args)
     except (TypeError, ValueError) as e:
       raise errors.FederatedError(
           f'{self.describe_for_error()} called at {naming.user_location()}: '

@@ -35,6 +35,16 @@ class Unplaced:
     raise FederatedError(f'{self.describe_for_error()} has no truth value '
                          'while tracing.')
 
+  def __getitem__(self, key):
+    return self.computation.unplaced_element(key, self.location)
+
+  def __iter__(self):  # `a, b = init()`: a struct result unpacks.
+    result = self.computation.result_spec
+    if not isinstance(result, (tuple, list)):
+      raise FederatedError(f'{self.describe_for_error()} is not a tuple to '
+                           'unpack.')
+    return (self[i] for i in range(len(result)))
+
   def __repr__(self):
     return f'<unplaced {self.computation.name}()>'
 

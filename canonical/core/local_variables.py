@@ -26,6 +26,8 @@ disguise explicit, in two steps.
    - `ResourceGather` / `ResourceGatherNd`: `GatherV2` / `GatherNd` of it;
    - `ResourceStridedSliceAssign`: `TensorStridedSliceUpdate` of it;
    - `ResourceApplyGradientDescent`: `Sub(v, Mul(delta, alpha))`;
+   - `RngReadAndSkip` (a `tf.random.Generator`'s draw): the Philox state,
+     its 128-bit counter moved on as the kernel moves it;
    - `VariableShape`, `VarIsInitializedOp`: `Shape` of it, a constant;
    - a call (`tf.function`): the callee takes the value and returns the
      new one;
@@ -473,7 +475,7 @@ class _Lowering:
     self._count += 1
     return f'{stem}{_SUFFIX}_{self._tag}_{self._count}'
 
-  def _refuse(self, node, text):
+  def refuse(self, node, text):
     location = self.where(node.op, node.name)
     at = f' (at {location})' if location else ''
     raise Unsupported(f'op {node.name!r} ({node.op}){at} {text}')
@@ -591,7 +593,7 @@ class _Lowering:
     """`var`'s current value where `node` uses it."""
     value = current.get(var)
     if value is None:
-      self._refuse(node, f'reads variable {var.name!r} before it is '
+      self.refuse(node, f'reads variable {var.name!r} before it is '
                    'initialized')
     return value
 
@@ -612,21 +614,21 @@ class _Lowering:
       _become(node, 'NoOp', [], {})
       return None
     if len(uses) != 1:
-      self._refuse(node, 'takes call-local variables as several inputs')
+      self.refuse(node, 'takes call-local variables as several inputs')
     var = uses[0][1]
     (position, _), = uses
     lowering = _SIMPLE.get(op)
     if lowering is None:
       if op.endswith('Dataset') or op.startswith('Dataset'):
-        self._refuse(node, f'uses call-local variable {var.name!r} in a '
+        self.refuse(node, f'uses call-local variable {var.name!r} in a '
                      'dataset transformation: it would run lazily, when the '
                      'dataset is read. Use the variable in dataset.reduce or '
                      'in a for loop over the dataset.')
-      self._refuse(node, f'uses call-local variable {var.name!r}; this op '
+      self.refuse(node, f'uses call-local variable {var.name!r}; this op '
                    'is not one the variable lowering knows (see canonical/'
                    'core/local_variables.py).')
     if position != 0:
-      self._refuse(node, f'takes variable {var.name!r} as its input '
+      self.refuse(node, f'takes variable {var.name!r} as its input '
                    f'{position}')
     new_value = lowering(self, scope, node, var, current)
     if new_value is not None:
@@ -729,7 +731,7 @@ class _Lowering:
                                                positions)
     for i, var in positions.items():
       if self._writes(cond, var, cond_finals):
-        self._refuse(node, f'writes variable {var.name!r} in a while '
+        self.refuse(node, f'writes variable {var.name!r} in a while '
                      'loop\'s condition')
     body, finals, in_body = self._function_copy(node.attr['body'].func.name,
                                                 positions)
@@ -737,7 +739,7 @@ class _Lowering:
     for i, var in positions.items():
       out = body.signature.output_arg[i]
       if in_body.get(body_scope.canonical(body.ret[out.name])) != var:
-        self._refuse(node, f'does not carry variable {var.name!r} through '
+        self.refuse(node, f'does not carry variable {var.name!r} through '
                      'its loop unchanged')
       out.type = var.dtype
       body.ret[out.name] = finals[var]
@@ -755,7 +757,7 @@ class _Lowering:
     """If / Case: input 0 picks the branch; the others are its arguments."""
     positions = {i - 1: var for i, var in uses if i > 0}
     if len(positions) != len(uses):
-      self._refuse(node, 'branches on a variable\'s handle')
+      self.refuse(node, 'branches on a variable\'s handle')
     key = 'branches' if node.op in _CASES else None
     names = ([f.name for f in node.attr['branches'].list.func] if key else
              [node.attr['then_branch'].func.name,
@@ -766,7 +768,7 @@ class _Lowering:
     resource_outputs = [self._resource_outputs(f, t, finals)
                         for f, finals, t in copies]
     if any(r != resource_outputs[0] for r in resource_outputs):
-      self._refuse(node, 'returns different variables from its branches')
+      self.refuse(node, 'returns different variables from its branches')
     for index, var in resource_outputs[0].items():
       outputs[index] = var.dtype
       tracked[scope.canonical(scope.ref(node.name, 'output', index))] = var
@@ -800,10 +802,10 @@ class _Lowering:
     moved = {}  # position among the other arguments -> variable
     for i, var in uses:
       if i < first_other:
-        self._refuse(node, 'reduces a variable\'s handle as its state')
+        self.refuse(node, 'reduces a variable\'s handle as its state')
       moved[i - first_other] = var
     if len(set(moved.values())) != len(moved):
-      self._refuse(node, 'takes the same variable twice')
+      self.refuse(node, 'takes the same variable twice')
     original = self.functions[node.attr['f'].func.name]
     num_args = len(original.signature.input_arg)
     num_elements = num_args - num_state - len(others)
@@ -858,7 +860,7 @@ class _Lowering:
         if var is None:
           continue
         if i < first_other:
-          self._refuse(node, f'takes variable {var.name!r} as its dataset '
+          self.refuse(node, f'takes variable {var.name!r} as its dataset '
                        'or state')
         by_var.setdefault(var, []).append(i - first_other)
       if not by_var:
@@ -877,7 +879,7 @@ class _Lowering:
         node.attr[attr].func.name = function.signature.name
         continue
       if node.op != 'ScanDataset' or len(places) != 1:
-        self._refuse(node, f'writes variable {var.name!r} in a dataset '
+        self.refuse(node, f'writes variable {var.name!r} in a dataset '
                      f'{node.op}: only dataset.reduce and a for loop over '
                      'a dataset may write a variable')
       self._thread_through_scan(scope, node, places[0], var, current,
@@ -892,7 +894,7 @@ class _Lowering:
                    if any(scope.canonical(i) == handle for i in n.input)]
       if len(consumers) != 1 or (consumers[0].op not in _CHAIN and
                                  consumers[0].op != 'ReduceDataset'):
-        self._refuse(node, 'is not read by one chain of dataset '
+        self.refuse(node, 'is not read by one chain of dataset '
                      'transformations ending in a reduce')
       node = consumers[0]
       chain.append(node)
@@ -930,7 +932,7 @@ class _Lowering:
     for node in self._downstream(scope, scan):
       for i in node.input:
         if tracked.get(scope.canonical(i)) is var:
-          self._refuse(node, f'uses variable {var.name!r}, which a scan '
+          self.refuse(node, f'uses variable {var.name!r}, which a scan '
                        'before it writes')
       if node.op == 'ReduceDataset':
         current[var] = self._thread_into_reduce(scope, node, var, value)
@@ -1170,6 +1172,66 @@ def _apply_gradient_descent(lowering, scope, node, var, current):
   return scope.ref(node.name, 'z', 0)
 
 
+# `tf.random.Generator`'s algorithms (`RngAlg`): Philox, and the automatic
+# choice, which is Philox on CPU. ThreeFry has another state layout.
+_PHILOX = (1, 3)
+
+
+def _rng_read_and_skip(lowering, scope, node, var, current):
+  """A `tf.random.Generator` draw: the read gives the Philox state
+  `[counter low, counter high, key]` (int64), and the 128-bit counter moves
+  on by 256 x delta, carried as the kernel carries it."""
+  value = lowering.value(node, var, current)
+  _, alg, delta = _data_inputs(node)[:3]
+  algorithm = _constant_value(scope, alg)
+  if algorithm is None or int(algorithm) not in _PHILOX or [
+      d.size for d in var.shape.dim] != [3]:
+    lowering.refuse(node, f'draws from generator {var.name!r} with an '
+                     'algorithm other than Philox, tf.random.Generator\'s '
+                     'default on CPU')
+  i64 = _type_attr(types_pb2.DT_INT64)
+
+  def add(stem, op, inputs, attrs, out='z', index=0):
+    made = scope.add(f'{node.name}/{stem}', op, inputs, attrs)
+    return scope.ref(made.name, out, index)
+
+  count = add('count', 'Cast', [delta], {
+      'SrcT': _type_attr(types_pb2.DT_UINT64), 'DstT': i64,
+      'Truncate': attr_value_pb2.AttrValue(b=False)}, out='y')
+  per_draw = _constant(scope, f'{node.name}/per_draw',
+                       tf.constant(256, tf.int64))
+  step = add('step', 'Mul', [count, per_draw], {'T': i64})
+  unpacked = scope.add(f'{node.name}/parts', 'Unpack', [value], {
+      'T': i64, 'num': _int_attr(3), 'axis': _int_attr(0)})
+  low, high, key = (scope.ref(unpacked.name, 'output', i) for i in range(3))
+  new_low = add('low', 'AddV2', [low, step], {'T': i64})
+  # Carried when the low word wrapped: new_low < step as unsigned words,
+  # which is a signed comparison with the sign bits flipped.
+  sign = _constant(scope, f'{node.name}/sign',
+                   tf.constant(-2**63, tf.int64))
+  flipped = [add(f'flip_{n}', 'BitwiseXor', [word, sign], {'T': i64})
+             for n, word in (('low', new_low), ('step', step))]
+  wrapped = add('wrapped', 'Less', flipped, {'T': i64})
+  carry = add('carry', 'Cast', [wrapped], {
+      'SrcT': _type_attr(types_pb2.DT_BOOL), 'DstT': i64,
+      'Truncate': attr_value_pb2.AttrValue(b=False)}, out='y')
+  new_high = add('high', 'AddV2', [high, carry], {'T': i64})
+  new_value = add('state', 'Pack', [new_low, new_high, key], {
+      'T': i64, 'N': _int_attr(3), 'axis': _int_attr(0)}, out='output')
+  _become(node, 'Identity', [value], {'T': i64})
+  scope.rename_output(node.name, 'value', 'output')
+  return new_value
+
+
+def _constant_value(scope, ref):
+  """The value of `ref` if a `Const` node gives it, else None."""
+  producer = scope.producer(ref)
+  for candidate in scope.nodes:
+    if candidate.name == producer and candidate.op == 'Const':
+      return tf.make_ndarray(candidate.attr['value'].tensor)
+  return None
+
+
 def _destroy(lowering, scope, node, var, current):
   del lowering, scope, var, current
   _become(node, 'NoOp', [], {})
@@ -1197,6 +1259,7 @@ _SIMPLE = {
     'ResourceStridedSliceAssign': _strided_slice_assign,
     'ResourceApplyGradientDescent': _apply_gradient_descent,
     'DestroyResourceOp': _destroy,
+    'RngReadAndSkip': _rng_read_and_skip,
 }
 
 

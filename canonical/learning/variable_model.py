@@ -195,7 +195,8 @@ class _Functions(functional.FunctionalModel):
         changes = tuple(tf.convert_to_tensor(a) - tf.convert_to_tensor(b)
                         for a, b in zip(after, before))
         result = (loss, tf.cast(num_examples, tf.float32),
-                  tuple(tf.convert_to_tensor(v) for v in model.non_trainable_variables),
+                  tuple(tf.convert_to_tensor(v)  # Keras 3's: no read_value().
+                        for v in model.non_trainable_variables),
                   changes)
         if not training:
           return result

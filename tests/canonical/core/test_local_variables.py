@@ -342,3 +342,38 @@ def test_a_gradient_through_a_loop_that_carries_a_variable():
   got = _check(fn, [tf.TensorSpec([3], tf.float32)],
                np.array([1.0, 2.0, -1.0], np.float32))
   np.testing.assert_allclose(got, [6.75, 13.5, -6.75])  # 3 x v^2.
+
+
+@pytest.mark.parametrize('state', [
+    [1, 0, 12345],
+    [-1, 0, 7],  # The counter's low word wraps: carried into the high one.
+    [2**62, -1, 3],
+])
+def test_a_random_generator_made_inside_draws_as_eagerly(state):
+
+  def fn(s):
+    g = tf.random.Generator.from_state(s, 'philox')
+    return (g.normal([]), g.uniform([2, 3], maxval=10, dtype=tf.int32),
+            g.truncated_normal([4]), g.state.read_value())
+
+  got = _check(fn, [tf.TensorSpec([3], tf.int64)], np.array(state, np.int64))
+  assert not np.array_equal(got[3], state)  # The draws moved the counter.
+
+
+def test_a_generator_from_a_seed_parameter_gives_tffs_numbers():
+  computation = tff.tensorflow.computation(
+      lambda i: tf.random.Generator.from_seed(i).normal([]), tf.int32)
+  # TFF 0.87's (and TensorFlow's eager) draws for the seeds 1 and 2.
+  np.testing.assert_allclose([computation(1), computation(2)],
+                             [0.3052047, -0.38260335], rtol=1e-6)
+
+
+def test_a_generator_of_another_algorithm_is_refused_by_name():
+
+  def fn(s):
+    return tf.random.Generator.from_state(s, 'threefry').normal([])
+
+  with pytest.raises(local_variables.Unsupported,
+                     match='algorithm other than Philox'):
+    tff.tensorflow.computation(fn, tf.TensorSpec([2], tf.int64))(
+        np.array([1, 2], np.int64))

@@ -279,3 +279,32 @@ def test_a_federated_computation_binds_named_parts_by_name_too():
       weights=collections.OrderedDict(trainable=1.0, non_trainable=2.0),
       lr=3.0)
   assert learning_rate_of(as_dicts) == 3.0
+
+
+def test_computations_chained_on_unplaced_results_in_a_federated_body():
+
+  @tff.tensorflow.computation
+  def start():
+    return tf.constant(3, tf.int32), tf.constant(0.5, tf.float32)
+
+  @tff.tensorflow.computation
+  def step(count, scale):
+    return count + 1, scale * 2.0
+
+  @tff.federated_computation
+  def run():
+    count, scale = start()  # Unplaced results unpack...
+    count, scale = step(count, scale)  # ...and go to the next call.
+    twice = step(*step(count, scale))
+    return count, twice[1], tff.federated_value(scale, tff.SERVER)
+
+  count, scale, placed = run()
+  assert (count, scale, placed) == (4, 4.0, 1.0)
+  assert str(run.type_signature) == '( -> <int32,float32,float32@SERVER>)'
+
+  @tff.federated_computation
+  def past_the_end():
+    return start()[2]
+
+  with pytest.raises(tff.FederatedError, match='has no element 2'):
+    past_the_end()

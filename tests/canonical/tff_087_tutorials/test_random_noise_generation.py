@@ -6,13 +6,16 @@ checks it (different across clients and across calls).
 
 Cells left out: the `!pip install` cell.
 
-Not yet (strict xfails): `tf.random.Generator` made inside a computation
-(`from_non_deterministic_state()`, `from_seed(i)`): its state is a
-call-local variable that the variable lowering does not take yet (the
-variables helper's); and the last cell, which calls a computation on the
-unplaced result of another inside a federated computation
-(`tff_return_one_noise(tff_init_state())`) and unpacks and returns the
-results (the core language's: no helper owns it).
+A `tf.random.Generator` made inside a computation (`from_seed(i)`) draws
+TFF 0.87's values: its state is a call-local variable, lowered into values
+(canonical/core/local_variables.py), and the last cell calls a computation
+on the unplaced result of another inside a federated computation, unpacks
+and returns the results, as TFF does.
+
+Not yet (strict xfail): `from_non_deterministic_state()` in a computation
+that `federated_eval` runs at CLIENTS gives every client one value here
+(pieces are pure, so the clients compute alike); TFF 0.87's clients each
+draw their own. It should be refused by name.
 
 What TFF 0.87 itself does differently from the tutorial's text: the Keras
 initializer cell (`tff_return_model_init`, `ModelWeights.from_model` of a
@@ -93,8 +96,10 @@ def test_deterministic_noise_on_clients(ten_clients, capsys):
 
 @pytest.mark.xfail(strict=True, reason=(
     'tf.random.Generator.from_non_deterministic_state() inside a '
-    'tf_computation: its RngReadAndSkip op on the call-local state variable '
-    'is not lowered by canonical/core/local_variables.py; variables'))
+    'tf_computation federated_eval runs at CLIENTS: every client draws the '
+    'same value here (federated_eval runs the pure computation once for '
+    'them; canonical/core/intrinsics/values.py), each its own in TFF 0.87; '
+    'it should be refused by name, not run'))
 def test_nondeterministic_noise_from_a_generator(ten_clients):
 
   @tff.tensorflow.computation
@@ -179,10 +184,6 @@ def test_tf_random_normal_with_a_global_seed(capsys):
   assert out[0] == '0.3052047 0.3052047'
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    'tf.random.Generator.from_seed(i) inside a tf_computation: its '
-    'RngReadAndSkip op on the call-local state variable is not lowered by '
-    'canonical/core/local_variables.py; variables'))
 def test_generator_from_seed_in_a_computation(capsys):
 
   @tff.tensorflow.computation
@@ -205,10 +206,6 @@ def test_generator_from_seed_in_a_computation(capsys):
   np.testing.assert_allclose([n1, n2], [0.3052047, -0.38260335], rtol=1e-6)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    'tf.random.Generator.from_seed(i) inside a tf_computation: its '
-    'RngReadAndSkip op on the call-local state variable is not lowered by '
-    'canonical/core/local_variables.py; variables'))
 def test_generator_from_seed_for_a_structure():
 
   @tff.tensorflow.computation
@@ -265,12 +262,6 @@ class RandomSeedGenerator():
     return nest_seeds, flat_seeds[-1] + tf.constant([0, 1], tf.int64)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    'an untyped tf_computation called, inside a federated computation, on '
-    'the unplaced result of another (tff_return_one_noise(tff_init_state()))'
-    ' is refused, and an unplaced result cannot be unpacked or returned; '
-    'core language (canonical/core/computations.py, ir.Unplaced), no '
-    'helper: the lead'))
 def test_seeds_threaded_through_a_computation():
 
   @tff.tensorflow.computation
