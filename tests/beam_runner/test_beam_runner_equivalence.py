@@ -50,10 +50,11 @@ def test_sum_of_integers_is_bit_exact(mode):
   rng = np.random.default_rng(0)
   data = {f'c{i}': rng.integers(-100, 100, [3]).astype(np.int32)
           for i in range(9)}
-  result = testing.assert_rounds_match(sum_process(), data, rounds=3,
+  rounds = 3 if mode == 'in_memory' else 2  # Each ~15 s on 2 processes.
+  result = testing.assert_rounds_match(sum_process(), data, rounds=rounds,
                                        clients_per_round=4, rtol=0, atol=0,
                                        running_mode=mode)
-  assert int(result.state) == 3
+  assert int(result.state) == rounds
 
 
 @pytest.mark.parametrize('mode', ['in_memory'])
@@ -87,12 +88,13 @@ def test_no_broadcast_small_integers_are_exact(mode):
 
 @pytest.mark.parametrize('mode', MODES)
 def test_client_state_comes_back_with_the_client_bit_exact(mode):
+  rounds = 4 if mode == 'in_memory' else 2  # Each ~15 s on 2 processes.
   result = testing.assert_rounds_match(
-      client_state_process(), client_state_data(), rounds=4,
+      client_state_process(), client_state_data(), rounds=rounds,
       clients_per_round=3, rtol=0, atol=0,
       running_mode=mode)
-  # Four rounds of three of five clients: some client came back.
-  assert int(result.state[0][2]) == 4
+  # Two rounds or more of three of five clients: some client came back.
+  assert int(result.state[0][2]) == rounds
 
 
 # ----------------------------------------------------------------------------
