@@ -594,7 +594,7 @@ class _Lowering:
     value = current.get(var)
     if value is None:
       self.refuse(node, f'reads variable {var.name!r} before it is '
-                   'initialized')
+                  'initialized')
     return value
 
   def _lower_node(self, scope, node, uses, current, tracked):
@@ -621,15 +621,15 @@ class _Lowering:
     if lowering is None:
       if op.endswith('Dataset') or op.startswith('Dataset'):
         self.refuse(node, f'uses call-local variable {var.name!r} in a '
-                     'dataset transformation: it would run lazily, when the '
-                     'dataset is read. Use the variable in dataset.reduce or '
-                     'in a for loop over the dataset.')
+                    'dataset transformation: it would run lazily, when the '
+                    'dataset is read. Use the variable in dataset.reduce or '
+                    'in a for loop over the dataset.')
       self.refuse(node, f'uses call-local variable {var.name!r}; this op '
-                   'is not one the variable lowering knows (see canonical/'
-                   'core/local_variables.py).')
+                  'is not one the variable lowering knows (see canonical/'
+                  'core/local_variables.py).')
     if position != 0:
       self.refuse(node, f'takes variable {var.name!r} as its input '
-                   f'{position}')
+                  f'{position}')
     new_value = lowering(self, scope, node, var, current)
     if new_value is not None:
       current[var] = new_value
@@ -732,7 +732,7 @@ class _Lowering:
     for i, var in positions.items():
       if self._writes(cond, var, cond_finals):
         self.refuse(node, f'writes variable {var.name!r} in a while '
-                     'loop\'s condition')
+                    'loop\'s condition')
     body, finals, in_body = self._function_copy(node.attr['body'].func.name,
                                                 positions)
     body_scope = _Scope(body.node_def, body)
@@ -740,7 +740,7 @@ class _Lowering:
       out = body.signature.output_arg[i]
       if in_body.get(body_scope.canonical(body.ret[out.name])) != var:
         self.refuse(node, f'does not carry variable {var.name!r} through '
-                     'its loop unchanged')
+                    'its loop unchanged')
       out.type = var.dtype
       body.ret[out.name] = finals[var]
       node.input[i] = self.value(node, var, current)
@@ -861,7 +861,7 @@ class _Lowering:
           continue
         if i < first_other:
           self.refuse(node, f'takes variable {var.name!r} as its dataset '
-                       'or state')
+                      'or state')
         by_var.setdefault(var, []).append(i - first_other)
       if not by_var:
         return
@@ -880,8 +880,8 @@ class _Lowering:
         continue
       if node.op != 'ScanDataset' or len(places) != 1:
         self.refuse(node, f'writes variable {var.name!r} in a dataset '
-                     f'{node.op}: only dataset.reduce and a for loop over '
-                     'a dataset may write a variable')
+                    f'{node.op}: only dataset.reduce and a for loop over '
+                    'a dataset may write a variable')
       self._thread_through_scan(scope, node, places[0], var, current,
                                 tracked)
 
@@ -895,7 +895,7 @@ class _Lowering:
       if len(consumers) != 1 or (consumers[0].op not in _CHAIN and
                                  consumers[0].op != 'ReduceDataset'):
         self.refuse(node, 'is not read by one chain of dataset '
-                     'transformations ending in a reduce')
+                    'transformations ending in a reduce')
       node = consumers[0]
       chain.append(node)
       if node.op == 'ReduceDataset':
@@ -933,7 +933,7 @@ class _Lowering:
       for i in node.input:
         if tracked.get(scope.canonical(i)) is var:
           self.refuse(node, f'uses variable {var.name!r}, which a scan '
-                       'before it writes')
+                      'before it writes')
       if node.op == 'ReduceDataset':
         current[var] = self._thread_into_reduce(scope, node, var, value)
       else:
@@ -1187,8 +1187,8 @@ def _rng_read_and_skip(lowering, scope, node, var, current):
   if algorithm is None or int(algorithm) not in _PHILOX or [
       d.size for d in var.shape.dim] != [3]:
     lowering.refuse(node, f'draws from generator {var.name!r} with an '
-                     'algorithm other than Philox, tf.random.Generator\'s '
-                     'default on CPU')
+                    'algorithm other than Philox, tf.random.Generator\'s '
+                    'default on CPU')
   i64 = _type_attr(types_pb2.DT_INT64)
 
   def add(stem, op, inputs, attrs, out='z', index=0):
