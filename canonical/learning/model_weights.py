@@ -13,15 +13,11 @@ import numpy as np
 import tensorflow as tf
 
 from canonical import errors
-
-
-def _variable_model_class():
-  from canonical.learning import models  # pylint: disable=g-import-not-at-top
-  return models.VariableModel
+from canonical.learning.variable_model_base import VariableModel
 
 
 def _check_model(model, who):
-  if not isinstance(model, (keras.Model, _variable_model_class())):
+  if not isinstance(model, (keras.Model, VariableModel)):
     raise errors.InvalidTypeError(
         f'ModelWeights.{who}: model must be a keras.Model or a '
         'tff.learning.models.VariableModel, got '
@@ -97,29 +93,3 @@ class ModelWeights(NamedTuple):
 
 def _to_array(value):
   return np.array(keras.ops.convert_to_numpy(value))
-
-
-def weights_type_from_model(model) -> ModelWeights:
-  """The type of `ModelWeights.from_model(model)`: `ModelWeights` of
-  `tf.TensorSpec`s (types here are TensorFlow's specs). `model` is a
-  `VariableModel`, a `FunctionalModel`, or a no-argument function making
-  one."""
-  from canonical.learning import functional  # pylint: disable=g-import-not-at-top
-  if callable(model) and not isinstance(
-      model, (_variable_model_class(), functional.FunctionalModel)):
-    model = model()
-  if isinstance(model, functional.FunctionalModel):
-    return model.weights_spec
-  if not isinstance(model, _variable_model_class()):
-    raise errors.InvalidTypeError(
-        'weights_type_from_model: model must be a tff.learning.models.'
-        'VariableModel or FunctionalModel, or a function returning one, got '
-        f'{type(model).__name__}.')
-  weights = ModelWeights.from_model(model)
-  return ModelWeights(
-      tuple(_spec(v) for v in tf.nest.flatten(weights.trainable)),
-      tuple(_spec(v) for v in tf.nest.flatten(weights.non_trainable)))
-
-
-def _spec(variable):
-  return tf.TensorSpec(tuple(variable.shape), tf.as_dtype(variable.dtype))

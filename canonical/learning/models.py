@@ -17,7 +17,7 @@ from canonical.learning.model import BatchOutput
 from canonical.learning.model import FunctionalModel
 from canonical.learning.model import ModelWeights
 from canonical.learning.model_from_functional import model_from_functional
-from canonical.learning.model_weights import weights_type_from_model
+from canonical.learning.weights_type import weights_type_from_model
 from canonical.learning.reconstruction_model import ReconstructionDatasetSplitFn
 from canonical.learning.reconstruction_model import ReconstructionModel
 from canonical.learning.variable_model import VariableModel

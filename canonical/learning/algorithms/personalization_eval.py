@@ -30,7 +30,7 @@ from canonical.core import intrinsics
 from canonical.core import specs
 from canonical.core import types as ft
 from canonical.learning.model_weights import ModelWeights
-from canonical.learning.model_weights import weights_type_from_model
+from canonical.learning.weights_type import weights_type_from_model
 
 _TRAIN_DATA_KEY = 'train_data'
 _EVAL_DATA_KEY = 'test_data'
