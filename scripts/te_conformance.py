@@ -5,8 +5,8 @@ copied to a temporary directory, their import prefix
 `tensorflow_model_optimization.python.core.internal.tensor_encoding` becomes
 `encoders` with every module path kept as it is (`...stages.research.kashin` ->
 `encoders.stages.research.kashin`), `import mock` becomes `from unittest import
-mock`, and each file runs in its own pytest process, since several switch
-eager execution off at import time. Prints a table per file and
+mock`, and the files run in two pytest processes: those that switch eager
+execution off at import time, and the others. Prints a table per file and
 `P passed, F failed of N`; `--json` writes every test's outcome.
 
   python scripts/te_conformance.py [--upstream DIR] [--json PATH] [--jobs 2]
@@ -30,8 +30,9 @@ import xml.etree.ElementTree as ElementTree
 REPO = pathlib.Path(__file__).resolve().parent.parent
 ENV_VAR = 'TENSOR_ENCODING_TESTS'
 UPSTREAM_PACKAGE = 'tensorflow_model_optimization.python.core.internal.tensor_encoding'
-# Each file's own time limit: a hung file counts as failed, the rest still run.
-FILE_TIMEOUT_SECONDS = 900
+# Each process's time limit: a hung process counts its files as failed, the
+# other process still runs.
+GROUP_TIMEOUT_SECONDS = 900
 
 
 def default_upstream():
@@ -60,34 +61,52 @@ def test_files(upstream):
   return sorted((upstream / 'tensor_encoding').rglob('*_test.py'))
 
 
-def _run_file(path, upstream, workdir):
-  """Runs one rewritten file in its own pytest process; returns its outcomes."""
-  relative = path.relative_to(upstream / 'tensor_encoding')
-  target = workdir / str(relative).replace(os.sep, '__')
-  target.write_text(rewrite_imports(path.read_text()))
-  report = target.with_suffix('.xml')
+def _eager_groups(files):
+  """The files that switch eager execution off at import time, and the rest:
+  each group can share one process (a process per file costs more than the
+  tests themselves: TensorFlow loads in each)."""
+  graph = [path for path in files
+           if 'disable_eager_execution' in path.read_text()]
+  return [group for group in (graph, [p for p in files if p not in graph])
+          if group]
+
+
+def _run_group(paths, upstream, workdir):
+  """Runs the rewritten files in one pytest process; returns {file: outcomes}
+  and the process's output."""
+  names = {}  # Module name in the report -> the file's upstream path.
+  for path in paths:
+    relative = str(path.relative_to(upstream / 'tensor_encoding'))
+    target = workdir / relative.replace(os.sep, '__')
+    target.write_text(rewrite_imports(path.read_text()))
+    names[target.stem] = relative
+  report = workdir / f'{sorted(names)[0]}.xml'
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2', PYTHONPATH=str(REPO))
   command = [sys.executable, '-m', 'pytest', '-q', '-p', 'no:cacheprovider',
              '--rootdir', str(workdir), '-c', os.devnull,
-             f'--junitxml={report}', str(target)]
+             f'--junitxml={report}'] + [f'{module}.py' for module in names]
   try:
     finished = subprocess.run(command, cwd=workdir, env=env, capture_output=True,
-                              text=True, timeout=FILE_TIMEOUT_SECONDS)
+                              text=True, timeout=GROUP_TIMEOUT_SECONDS)
     output = finished.stdout + finished.stderr
   except subprocess.TimeoutExpired as timeout:
-    output = f'timed out after {FILE_TIMEOUT_SECONDS} s\n{timeout.stdout or ""}'
-  outcomes = _outcomes(report, str(relative)) if report.exists() else {}
-  if not outcomes:
-    outcomes = {f'{relative}::<collection>': 'error'}
-  return str(relative), outcomes, output
+    output = f'timed out after {GROUP_TIMEOUT_SECONDS} s\n{timeout.stdout or ""}'
+  outcomes = _outcomes(report, names) if report.exists() else {}
+  for relative in names.values():
+    if not outcomes.get(relative):
+      outcomes[relative] = {f'{relative}::<collection>': 'error'}
+  return outcomes, output
 
 
-def _outcomes(report, file_name):
-  """{test id: passed|failed|error|skipped} from a JUnit XML report."""
+def _outcomes(report, names):
+  """{file: {test id: passed|failed|error|skipped}} from a JUnit XML report;
+  `names` maps each module's name to its file."""
   outcomes = {}
   for case in ElementTree.parse(report).iter('testcase'):
-    class_name = case.get('classname', '').rsplit('.', 1)[-1]
-    test_id = f'{file_name}::{class_name}::{case.get("name")}'
+    module, _, class_name = case.get('classname', '').rpartition('.')
+    file_name = names.get(module.rsplit('.', 1)[-1])
+    if file_name is None:
+      continue
     kinds = {child.tag for child in case}
     if 'error' in kinds:
       outcome = 'error'
@@ -97,7 +116,8 @@ def _outcomes(report, file_name):
       outcome = 'skipped'
     else:
       outcome = 'passed'
-    outcomes[test_id] = outcome
+    test_id = f'{file_name}::{class_name}::{case.get("name")}'
+    outcomes.setdefault(file_name, {})[test_id] = outcome
   return outcomes
 
 
@@ -110,11 +130,13 @@ def run(upstream, jobs=2, only=None, verbose=False):
     workdir = pathlib.Path(directory)
     # The upstream tests read files next to them only through imports.
     with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
-      futures = [pool.submit(_run_file, path, upstream, workdir) for path in files]
+      futures = [pool.submit(_run_group, group, upstream, workdir)
+                 for group in _eager_groups(files)]
       for future in concurrent.futures.as_completed(futures):
-        name, outcomes, output = future.result()
-        results[name] = outcomes
-        if verbose and any(o in ('failed', 'error') for o in outcomes.values()):
+        outcomes, output = future.result()
+        results.update(outcomes)
+        if verbose and any(o in ('failed', 'error') for file_outcomes in
+                           outcomes.values() for o in file_outcomes.values()):
           print(output[-20000:])
   return dict(sorted(results.items()))
 

@@ -8,6 +8,8 @@ reference would otherwise draw other noise than the workers. Set before any
 test imports TensorFlow (its thread pools read it once).
 """
 
+import collections
+import json
 import os
 import sys
 
@@ -31,6 +33,52 @@ sys.path[:0] = [os.path.join(_TESTS, 'support'), os.path.dirname(_TESTS)]
 import pytest  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 from s3_server import S3Server  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+# Test files run longest first, by the seconds each took in a recorded run, so
+# that the two xdist workers end together. xdist's loadfile scheduler hands out
+# files in collection order when given --no-loadscope-reorder (scripts/test
+# gives it); its own order puts files with many tests first, which left the
+# longest files, of one or two end-to-end tests, to the end of the run.
+# A file not recorded goes last. Refresh the record with
+# scripts/test --record-file-seconds.
+_FILE_SECONDS = os.path.join(_TESTS, 'file_seconds.json')
+_seconds_this_run = collections.Counter()
+
+
+def pytest_addoption(parser):
+  parser.addoption(
+      '--record-file-seconds', action='store_true',
+      help=f'write the seconds each test file took in this run to '
+      f'{os.path.relpath(_FILE_SECONDS)}: the order of later runs')
+
+
+def pytest_collection_modifyitems(items):
+  try:
+    with open(_FILE_SECONDS, encoding='utf-8') as f:
+      seconds = json.load(f)
+  except FileNotFoundError:
+    return
+  # A stable sort: each file's tests stay together and in their order.
+  items.sort(key=lambda item: -seconds.get(_file_of(item.nodeid), 0.0))
+
+
+def pytest_runtest_logreport(report):
+  _seconds_this_run[_file_of(report.nodeid)] += report.duration
+
+
+def pytest_sessionfinish(session, exitstatus):
+  config = session.config
+  if (config.getoption('record_file_seconds')
+      and not hasattr(config, 'workerinput')  # xdist's controller writes.
+      and exitstatus == pytest.ExitCode.OK):
+    with open(_FILE_SECONDS, 'w', encoding='utf-8') as f:
+      json.dump({name: round(seconds, 1) for name, seconds in sorted(
+          _seconds_this_run.items())}, f, indent=0)
+      f.write('\n')
+
+
+def _file_of(nodeid):
+  return nodeid.split('::', 1)[0]
 
 
 @pytest.fixture(scope='session')
