@@ -172,7 +172,7 @@ def _container_of(struct_type, pairs):
     raise errors.InvalidValueError(
         f'a {container.__name__} cannot hold the named elements of '
         f'{struct_type}.')
-  if hasattr(container, '_fields'):
+  if hasattr(container, '_fields') or hasattr(container, '__attrs_attrs__'):
     return container(**dict(pairs))
   if issubclass(container, dict):
     return container(pairs)

@@ -15,6 +15,7 @@ from tensorflow.python.util import nest
 
 from canonical.core import context
 from canonical.core import dataset_seeds
+from canonical.core import given_datasets
 from canonical.core import ir
 from canonical.core import local_variables
 from canonical.core import naming
@@ -195,7 +196,7 @@ class TFComputation(Computation):
         with local_variables.creating_local_variables() as variables, \
             seeds.pure_randomness():
           made.append(variables)
-          return fn(*args)
+          return fn(*_in_attrs_containers(self._parameter_specs, args))
 
       function = tf.function(traced, input_signature=list(
           self._parameter_specs), autograph=True)
@@ -294,9 +295,8 @@ class TFComputation(Computation):
     # From Python: the traced computation, on its declared types (a list
     # where a sequence goes is its elements), giving numpy values back as
     # TFF 0.87 does.
-    args = [ft.with_sequences(spec, arg)
-            for spec, arg in zip(self._parameter_specs, args)]
-    return context.as_numpy(self.invoke(*args))
+    return context.as_numpy(self.invoke(*_given_from_python(
+        self._parameter_specs, args)))
 
   def _bound(self, args, location):
     """A no-argument computation calling this one on constant `args`."""
@@ -575,6 +575,23 @@ class FederatedComputation(Computation):
   def __repr__(self):
     params = ', '.join(str(t) for t in self._parameter_types)
     return f'<federated_computation {self.name}({params})>'
+
+
+# Plain Python on the arguments, kept out of AutoGraph's conversion of the
+# functions calling them (it would rewrite their expressions).
+@tf.autograph.experimental.do_not_convert
+def _given_from_python(specs, args):
+  """Arguments given from Python as the computation takes them: a list
+  where a sequence goes is a dataset of its elements, a dataset is as TFF
+  gives it (`given_datasets.as_given`)."""
+  return [given_datasets.as_given(arg) if isinstance(arg, tf.data.Dataset)
+          else ft.with_sequences(spec, arg) for spec, arg in zip(specs, args)]
+
+
+@tf.autograph.experimental.do_not_convert
+def _in_attrs_containers(specs, args):
+  return [ft.with_attrs_containers(spec, arg)
+          for spec, arg in zip(specs, args)]
 
 
 def _parameter_names(fn, count):

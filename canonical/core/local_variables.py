@@ -376,7 +376,10 @@ def _drop_waits_for_lowered(nodes, function=None):
   replaces) to be computed."""
   lowered = set()
   for node in nodes:
-    if node.attr.pop(_LOWERED, None) is not None:
+    # Not attr.pop(_LOWERED, None): protobuf's (upb) map gives an empty
+    # AttrValue for a missing key there, not the default.
+    if _LOWERED in node.attr:
+      del node.attr[_LOWERED]
       lowered.add(node.name)
   if not lowered:
     return

@@ -70,7 +70,8 @@ def has_dataset(member):
 
 def by_name(spec, arg):
   """`arg` in the containers of `spec` (a member structure) where both name
-  their parts (a mapping or a namedtuple for a namedtuple, say): flattening
+  their parts (a mapping, a namedtuple or an attrs class for a namedtuple,
+  say): flattening
   alone would pair a dict's sorted keys with a namedtuple's fields in their
   declared order. Anything else as it is."""
   names = _part_names(spec)
@@ -95,6 +96,9 @@ def _part_names(value):
   fields = getattr(value, '_fields', None)
   if fields is not None and isinstance(value, tuple):
     return list(fields)
+  attributes = getattr(type(value), '__attrs_attrs__', None)
+  if attributes is not None:
+    return [a.name for a in attributes]
   return None
 
 

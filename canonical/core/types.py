@@ -506,8 +506,9 @@ class StructType(Struct, Type):
 
 class StructWithPythonType(StructType):
   """TFF's `StructWithPythonType(elements, container_type)`: a struct type
-  whose values are `container_type`s (tuple, list, dict, OrderedDict or a
-  namedtuple class); the type is an instance of that container."""
+  whose values are `container_type`s (tuple, list, dict, OrderedDict, a
+  namedtuple or an attrs class); the type is an instance of that container
+  (of a `Struct` layout of its fields for an attrs class)."""
 
   __slots__ = ()
 
@@ -535,11 +536,23 @@ class StructWithPythonType(StructType):
         _fail('StructWithPythonType', f'a {container_type.__name__} holds '
               'unnamed elements; use dict, OrderedDict or a namedtuple class '
               'for named ones.')
+    elif _is_attrs_class(container_type):
+      fields = [a.name for a in container_type.__attrs_attrs__]
+      if (names or fields) != fields or len(fields) != len(pairs):
+        _fail('StructWithPythonType', f'{container_type.__name__} has fields '
+              f'{fields}, the elements are {[n for n, _ in pairs]}.')
+      pairs = [(name, value) for name, (_, value) in zip(fields, pairs)]
+      return _struct(pairs, struct_lib.layout(tuple(fields)), container_type)
     else:
       _fail('StructWithPythonType', f'the container must be tuple, list, '
-            f'dict, OrderedDict or a namedtuple class, got '
+            f'dict, OrderedDict, a namedtuple or an attrs class, got '
             f'{naming.describe_object(container_type)}.')
     return _struct(pairs, container_type, container_type)
+
+
+def _is_attrs_class(cls):
+  return isinstance(cls, type) and getattr(
+      cls, '__attrs_attrs__', None) is not None
 
 
 def _named_types(elements, where):
@@ -774,6 +787,39 @@ def value_container(member):
   if isinstance(member, StructType):
     return type(member)._value_container  # pylint: disable=protected-access
   return type(member)
+
+
+def with_attrs_containers(member, value):
+  """`value`, held as `member`'s structure (a traced parameter), with each
+  struct whose type's container is an attrs class made an instance of it:
+  TFF 0.87 hands a computation such a parameter so, and
+  `structure.update_struct` on it gives the class back. Anything else is
+  left as it is."""
+  if not isinstance(member, StructType) or not any(
+      _is_attrs_class(getattr(t, 'python_container', None))
+      for t in _struct_types_in(member)):
+    return value
+  parts = [with_attrs_containers(t, v) for (_, t), (_, v) in zip(
+      elements_of(member), elements_of(value))]
+  container = member.python_container
+  if _is_attrs_class(container):
+    return container(**dict(zip(
+        (a.name for a in container.__attrs_attrs__), parts)))
+  if isinstance(value, dict):
+    return type(value)(zip(value.keys(), parts))
+  if isinstance(value, tuple) and hasattr(value, '_fields'):
+    return type(value)(*parts)
+  return type(value)(parts)
+
+
+def _struct_types_in(member):
+  """`member` and every struct type inside it."""
+  if not isinstance(member, StructType):
+    return []
+  found = [member]
+  for _, element in elements_of(member):
+    found += _struct_types_in(element)
+  return found
 
 
 def _names_of_struct_type(value):
@@ -1066,9 +1112,12 @@ def _to_type(value, where):
             f'got {naming.describe_object(container)}.')
     pairs = [(name, _to_type(v, where)) for name, v in elements_of(value)]
     return _struct(pairs, container, container)
-  if getattr(type(value), '__attrs_attrs__', None) is not None:
-    _fail(where, f'attrs classes are not struct containers here; use a '
-          f'namedtuple, got {naming.describe_object(value)}.')
+  if _is_attrs_class(type(value)):
+    # Held as a Struct layout (an attrs instance cannot hold types); values
+    # of the type are made the attrs class, as TFF 0.87 makes them.
+    pairs = [(name, _to_type(v, where)) for name, v in elements_of(value)]
+    return _struct(pairs, struct_lib.layout(tuple(n for n, _ in pairs)),
+                   type(value))
   _fail(where, f'expected a type (tf.TensorSpec, tf.data.DatasetSpec, '
         f'TensorType, SequenceType, a dtype, or a structure of them), found '
         f'{naming.describe_object(value)}.')

@@ -193,12 +193,14 @@ def _like(container, parts):
 
 def _split(values, flat):
   """`flat` leaves dealt to the federated `values` (a structure), each
-  packed in its member's structure."""
+  packed in its member's structure (attrs classes included, as the
+  reference gives them)."""
   packed, position = [], 0
   for value in tf.nest.flatten(values):
     count = len(tf.nest.flatten(value.member))
-    packed.append(tf.nest.pack_sequence_as(value.member,
-                                           flat[position:position + count]))
+    member = tf.nest.pack_sequence_as(value.member,
+                                      flat[position:position + count])
+    packed.append(ft.with_attrs_containers(value.member, member))
     position += count
   return tf.nest.pack_sequence_as(values, packed)
 

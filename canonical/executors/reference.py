@@ -13,6 +13,7 @@ import tensorflow as tf
 from tensorflow.python.util import nest
 
 from canonical.core import computations
+from canonical.core import given_datasets
 from canonical.core.intrinsics import registry
 from canonical.core import ir
 from canonical.core import naming
@@ -79,13 +80,17 @@ class _Elements(list):
 def _element_lists(computation, number, param, arg, keep):
   """`arg` with each list given for a sequence parameter (whole) checked
   and made an `_Elements` of numpy structures of its element type (kept
-  as such, or made a dataset of them)."""
+  as such, or made a dataset of them), and each dataset as TFF gives it
+  (`given_datasets.as_given`)."""
   if not isinstance(param.member, tf.data.DatasetSpec):
     return arg
   spec = param.member.element_spec
   per_client = param.placement == ft.CLIENTS
   values = list(arg) if per_client else [arg]
   for client, value in enumerate(values):
+    if isinstance(value, tf.data.Dataset):
+      values[client] = given_datasets.as_given(value)
+      continue
     if not isinstance(value, (list, tuple)):
       continue
     converted = _Elements()

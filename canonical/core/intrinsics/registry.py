@@ -171,12 +171,16 @@ def fail(name, message):
 
 def pointwise(op, inputs, num_clients):
   """A LOCAL op by its plain meaning: at the server, once; at the clients,
-  at each client (a no-argument op: one evaluation stands for every client,
-  since pieces are pure)."""
+  at each client (a no-argument op: one evaluation stands for every client
+  where its computation is pure; one that draws entropy, OS-seeded random
+  numbers say, draws at each client, as in TFF; the compiler refuses it)."""
   if not op.inputs:
-    value = of(op).at_one_place(op, [])
-    return value if op.output.placement == ft.SERVER else (
-        [value] * num_clients)
+    if op.output.placement == ft.SERVER:
+      return of(op).at_one_place(op, [])
+    computation = op.attrs.get('computation')
+    if computation is not None and computation.impurities():
+      return [of(op).at_one_place(op, []) for _ in range(num_clients)]
+    return [of(op).at_one_place(op, [])] * num_clients
   if op.inputs[0].placement == ft.CLIENTS:
     return [of(op).at_one_place(op, list(args)) for args in zip(*inputs)]
   return of(op).at_one_place(op, inputs)

@@ -37,10 +37,11 @@ def federated_eval(fn, placement):
 
   At the SERVER this is `federated_value(fn(), SERVER)`. At CLIENTS each
   client evaluates `fn` and the result is a CLIENTS value with no promise
-  that clients agree ({T}@CLIENTS), as in TFF. Our pieces are pure, so `fn`
-  draws no entropy of its own and every client in fact computes the same
-  value; randomness that differs per client comes from stateless random ops
-  seeded by the client's data.
+  that clients agree ({T}@CLIENTS), as in TFF. A pure `fn` gives every
+  client the same value; one that draws entropy of its own (a generator
+  `from_non_deterministic_state`) runs at each client when called from
+  Python, as in TFF, and is refused by the compiler: randomness in a form
+  comes from stateless random ops seeded by its inputs.
   """
   name = EVAL.name
   checks.expect_placement_literal(name, placement)

@@ -140,6 +140,25 @@ def test_dataset_reductions_and_for_loops_over_datasets():
   _check(fn, [data], np.zeros([0], np.float32))
 
 
+def test_a_nested_tf_function_looping_over_a_dataset_keeps_its_order():
+  # The loop's iterator is made by an op the loop waits for only by a
+  # control edge: the pass keeps the edges it did not make redundant (once
+  # it dropped every one, and the loop read an iterator not yet made).
+  @tf.function
+  def add_all(total, dataset):
+    for x in iter(dataset):
+      total.assign_add(tf.reduce_sum(x))
+    return total.read_value()
+
+  def fn(values):
+    total = tf.Variable(1.0)
+    return add_all(total, tf.data.Dataset.from_tensor_slices(values))
+
+  got = _check(fn, [tf.TensorSpec([None], tf.float32)],
+               np.array([1.0, 2.0, 3.0], np.float32))
+  assert got == 7.0
+
+
 BATCH = (tf.TensorSpec([None, 4], tf.float32), tf.TensorSpec([None],
                                                               tf.int32))
 

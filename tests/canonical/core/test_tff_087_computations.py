@@ -214,6 +214,38 @@ def test_python_lists_stand_for_sequences_as_tff_accepts():
   assert count([]) == 0
 
 
+def test_a_seeded_shuffle_gives_its_first_order_at_every_call_as_in_tff():
+  # TFF 0.87 printed these orders: eager iterations go on shuffling, while
+  # every call iterates a fresh copy (the first order), and calls do not
+  # move the user's dataset on.
+  dataset = tf.data.Dataset.range(8).shuffle(8, seed=1).batch(4)
+  eager = [b.numpy().tolist() for b in dataset]
+  assert eager == [[0, 1, 3, 6], [5, 2, 7, 4]]
+  first = [0, 1, 3, 6, 5, 2, 7, 4]
+
+  @tff.tensorflow.computation(tff.SequenceType(tff.TensorType(np.int64,
+                                                              [None])))
+  def order(data):
+    return data.reduce(tf.zeros([0], tf.int64),
+                       lambda acc, b: tf.concat([acc, b], 0))
+
+  @tff.federated_computation(tff.FederatedType(
+      tff.SequenceType(tff.TensorType(np.int64, [None])), tff.CLIENTS))
+  def orders(data):
+    return tff.federated_map(order, data)
+
+  assert order(dataset).tolist() == order(dataset).tolist() == first
+  assert [o.tolist() for o in orders([dataset, dataset])] == [first, first]
+  assert [o.tolist() for o in orders([dataset])] == [first]
+  assert [b.numpy().tolist() for b in dataset] == [[2, 1, 3, 6],
+                                                    [0, 4, 7, 5]]
+  # A Python generator's state is outside TensorFlow: iterated as it is.
+  generated = tf.data.Dataset.from_generator(
+      lambda: iter(range(8)), output_signature=tf.TensorSpec(
+          [], tf.int64)).shuffle(8, seed=1).batch(4)
+  assert sorted(order(generated).tolist()) == list(range(8))
+
+
 def test_parameters_are_named_and_numbered_and_python_numbers_fit_them():
 
   @tff.federated_computation(tff.FederatedType(np.float32, tff.CLIENTS),

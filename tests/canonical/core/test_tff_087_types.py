@@ -17,6 +17,7 @@ import pathlib
 import pickle
 import sys
 
+import attrs
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -196,6 +197,50 @@ def test_struct_types_hold_their_python_containers():
                    'b': tf.TensorSpec([], tf.float32)}
   assert unnamed == (tf.TensorSpec([], tf.int32),
                      tf.TensorSpec([], tf.float32))
+
+
+@attrs.define(eq=False, frozen=True)
+class _State:
+  w: object
+  n: object
+
+
+def test_an_attrs_class_is_a_struct_container_as_in_tff():
+  # What TFF 0.87 answered for these lines: each value is a _State.
+  @tff.tensorflow.computation
+  def init():
+    return _State(w=tf.zeros([2]), n=tf.constant(0))
+
+  @tff.tensorflow.computation(init.type_signature.result)
+  def bump(state):
+    assert isinstance(state, _State)  # TFF hands it so to the function.
+    return tff.structure.update_struct(state, n=state.n + 1)
+
+  @tff.federated_computation(tff.FederatedType(init.type_signature.result,
+                                               tff.SERVER))
+  def step(state):
+    return tff.federated_map(bump, state)
+
+  t = init.type_signature.result
+  assert str(init.type_signature) == '( -> <w=float32[2],n=int32>)'
+  assert str(bump.type_signature) == (
+      '(<w=float32[2],n=int32> -> <w=float32[2],n=int32>)')
+  assert isinstance(t, tff.StructWithPythonType)
+  assert t.python_container is _State and t.w == t[0] == t['w']
+  assert bump.type_signature.result.python_container is _State
+  state = step(init())
+  assert isinstance(state, _State) and state.n == 1
+  state = step(_State(w=np.ones([2], np.float32), n=np.int32(4)))
+  assert isinstance(state, _State) and state.n == 5
+  np.testing.assert_array_equal(state.w, [1.0, 1.0])
+  assert repr(tff.types.to_type(_State(w=np.float32, n=np.int32))) == (
+      "StructType([('w', TensorType(np.float32)), "
+      "('n', TensorType(np.int32))]) as _State")
+  again = tff.StructWithPythonType([('w', np.float32), ('n', np.int32)],
+                                   _State)
+  assert again == tff.types.to_type(_State(w=np.float32, n=np.int32))
+  with pytest.raises(errors.Error, match=r'_State has fields \['):
+    tff.StructWithPythonType([('x', np.float32)], _State)
 
 
 def test_types_are_immutable_hashable_and_pickle():

@@ -9,12 +9,10 @@ Differences from the tutorial's cells: EMNIST
 `emnist.get_synthetic()`, TFF's two synthetic clients; 1 round where the
 tutorial runs 20. Left out: the `!pip install` cell.
 
-Not yet (strict xfails): `server_init` returns the tutorial's attrs class
-`ServerState`, which TFF 0.87's types take as a struct (and
-`tff.structure.update_struct` updates); here `to_type` refuses an attrs
-class (the types helper's). The VariableModel steps before it (a Keras
-model wrapped by `from_keras_model` inside a computation, its
-`trainable_variables` read and assigned) trace.
+`server_init` returns the tutorial's attrs class `ServerState`: its type
+is a struct whose values are `ServerState`s, as in TFF 0.87 (the state
+`initialize` gives back is one, and `tff.structure.update_struct` updates
+it inside `server_update`).
 """
 
 
@@ -241,12 +239,6 @@ WEIGHTS = ('<float32[5,5,1,32],float32[32],float32[5,5,32,64],float32[64],'
 STATE = (f'<trainable_weights={WEIGHTS},optimizer_state=<learning_rate='
          f'float32,momentum=float32,accumulator={WEIGHTS}>>')
 
-NOT_YET = pytest.mark.xfail(strict=True, reason=(
-    'the attrs class ServerState, returned by the tf_computation server_init, '
-    'is refused as a struct container (to_type: "attrs classes are not '
-    'struct containers here"; TFF 0.87 takes attrs classes); types'))
-
-
 def test_the_data_and_the_keras_model():
   assert train_client_ids == ['synthetic1', 'synthetic2']
   assert str(tff.types.tensorflow_to_type(central_test_data.element_spec)) == (
@@ -254,7 +246,6 @@ def test_the_data_and_the_keras_model():
   assert create_keras_model().count_params() == 1663370  # As in TFF 0.87.
 
 
-@NOT_YET
 def test_the_process_has_tffs_types(capsys):
   fedavg_process, _ = build_fedavg_process()
   assert str(fedavg_process.initialize.type_signature) == (
@@ -268,11 +259,11 @@ def test_the_process_has_tffs_types(capsys):
       out)
 
 
-@NOT_YET
 @pytest.mark.slow
 def test_a_round_trains_and_the_process_compiles(capsys):
   fedavg_process, _ = build_fedavg_process()
   server_state = train(fedavg_process)
+  assert isinstance(server_state, ServerState)  # As TFF 0.87 gives it.
   out = capsys.readouterr().out.splitlines()
   assert out[-2].startswith('Initial test accuracy ')
   assert out[-1].startswith('Test accuracy ')

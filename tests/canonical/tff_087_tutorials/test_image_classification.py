@@ -17,11 +17,9 @@ What differs from the tutorial's cells, and why:
 Each test runs the cells from the data on, so its datasets are fresh, as the
 tutorial's are when it runs top to bottom. Numbers are TFF 0.87's.
 
-Not yet (strict xfail): TFF 0.87 iterates a dataset given to `next` afresh
-at every call, so a `shuffle(seed=1)` yields the same order every round;
-here such a dataset is iterated as one live object across calls, and the
-second round trains on the next shuffle (the lead's: datasets given from
-Python).
+TFF 0.87 iterates a copy of a dataset given to `next` at every call, so a
+`shuffle(seed=1)` yields the same order every round: so here (the later
+rounds and the evaluation give TFF 0.87's numbers).
 """
 
 import collections
@@ -300,10 +298,6 @@ def test_training_the_keras_model(federated_train_data, tmp_path, capsys):
   assert steps == [1, 2]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    'a dataset with a seeded shuffle given to next() is iterated as one live '
-    'object across calls (the second round sees the next shuffle); TFF '
-    '0.87 iterates it afresh at every call; the lead (datasets from Python)'))
 def test_the_second_round_trains_on_the_same_order_as_tffs(
     federated_train_data):
   training_process = tff.learning.algorithms.build_weighted_fed_avg(
@@ -338,10 +332,6 @@ def test_training_the_variable_model(federated_train_data):
   assert form is not None
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    'a dataset with a seeded shuffle given to next() is iterated as one live '
-    'object across calls; TFF 0.87 iterates it afresh at every call; the '
-    'lead (datasets from Python)'))
 def test_training_and_evaluating_the_variable_model(federated_train_data,
                                                     capsys):
   training_process = tff.learning.algorithms.build_weighted_fed_avg(
@@ -370,6 +360,7 @@ def test_training_and_evaluating_the_variable_model(federated_train_data,
   assert eval_metrics['current_round_metrics'] == collections.OrderedDict(
       num_examples=100.0, loss=pytest.approx(3.8724892, rel=1e-5),
       accuracy=pytest.approx(0.1))
+  sample_clients = emnist_train.client_ids[0:NUM_CLIENTS]
   federated_test_data = make_federated_data(emnist_test, sample_clients)
 
   assert len(federated_test_data) == 2

@@ -12,10 +12,10 @@ TFF 0.87's values: its state is a call-local variable, lowered into values
 on the unplaced result of another inside a federated computation, unpacks
 and returns the results, as TFF does.
 
-Not yet (strict xfail): `from_non_deterministic_state()` in a computation
-that `federated_eval` runs at CLIENTS gives every client one value here
-(pieces are pure, so the clients compute alike); TFF 0.87's clients each
-draw their own. It should be refused by name.
+`from_non_deterministic_state()` in a computation that `federated_eval`
+runs at CLIENTS draws at each client and each call, as in TFF 0.87; such a
+computation is not pure, so a process holding it does not compile (the
+compiler names the op and the line).
 
 What TFF 0.87 itself does differently from the tutorial's text: the Keras
 initializer cell (`tff_return_model_init`, `ModelWeights.from_model` of a
@@ -94,12 +94,6 @@ def test_deterministic_noise_on_clients(ten_clients, capsys):
       'Seed: [2 2]. All clients sampled value   -0.219.\n')
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    'tf.random.Generator.from_non_deterministic_state() inside a '
-    'tf_computation federated_eval runs at CLIENTS: every client draws the '
-    'same value here (federated_eval runs the pure computation once for '
-    'them; canonical/core/intrinsics/values.py), each its own in TFF 0.87; '
-    'it should be refused by name, not run'))
 def test_nondeterministic_noise_from_a_generator(ten_clients):
 
   @tff.tensorflow.computation
@@ -122,6 +116,16 @@ def test_nondeterministic_noise_from_a_generator(ten_clients):
   assert new_min != new_max
   assert new_min != min and new_max != max
   print(f'Values differ across rounds.  {new_min:8.3f},{new_max:8.3f}.')
+
+  process = tff.templates.IterativeProcess(
+      tff.federated_computation(lambda: tff.federated_value(0, tff.SERVER)),
+      tff.federated_computation(
+          lambda state, data: (state, get_random_min_and_max_nondeterministic()),
+          tff.FederatedType(np.int32, tff.SERVER),
+          tff.FederatedType(np.int32, tff.CLIENTS)))
+  with pytest.raises(tff.errors.FederatedError,
+                     match='NonDeterministicInts.*test_random_noise'):
+    tff.compile(process)
 
 
 def _keras_model():
