@@ -39,19 +39,24 @@ def as_given(dataset):
 
 
 def _shuffles(dataset):
+  return any(current is not None and 'Shuffle' in type(current).__name__
+             for current in chain(dataset))
+
+
+def chain(dataset):
+  """`dataset` and every dataset it is made from, each once; a None after
+  one whose inputs cannot be looked into."""
   stack, seen = [dataset], set()
   while stack:
     current = stack.pop()
     if id(current) in seen:
       continue
     seen.add(id(current))
-    if 'Shuffle' in type(current).__name__:
-      return True
+    yield current
     try:
       stack.extend(current._inputs())  # pylint: disable=protected-access
     except Exception:  # pylint: disable=broad-except
-      return False  # A dataset we cannot look into: left as it is.
-  return False
+      yield None
 
 
 def _copyable_graph(dataset):

@@ -26,6 +26,7 @@ import numpy as np
 import tensorflow as tf
 
 from canonical.core import computations
+from canonical.core import given_datasets
 from canonical.core import unrolled_datasets
 
 # Per dataset object: its `Encoded` elements, or None if it stays a dataset.
@@ -57,22 +58,17 @@ def encoded(dataset):
 def repeatable(dataset):
   """Whether every iteration of `dataset` yields the same elements, judged
   from its transformations and their functions."""
-  stack, seen = [dataset], set()
-  while stack:
-    current = stack.pop()
-    if id(current) in seen:
-      continue
-    seen.add(id(current))
+  for current in given_datasets.chain(dataset):
+    if current is None:  # Inputs we cannot look into: not judged so.
+      return False
     if any(word in type(current).__name__ for word in _UNREPEATABLE_DATASETS):
       return False
     try:
       functions = current._functions()  # pylint: disable=protected-access
-      inputs = current._inputs()  # pylint: disable=protected-access
     except Exception:  # pylint: disable=broad-except
-      return False  # A dataset we cannot look into: not judged repeatable.
+      return False
     if not all(_repeatable_function(f.function) for f in functions):
       return False
-    stack.extend(inputs)
   return True
 
 
