@@ -330,7 +330,7 @@ def test_computations_chained_on_unplaced_results_in_a_federated_body():
     twice = step(*step(count, scale))
     return count, twice[1], tff.federated_value(scale, tff.SERVER)
 
-  count, scale, placed = run()
+  count, scale, placed = run()  # TFF 0.87 gives these, and this type.
   assert (count, scale, placed) == (4, 4.0, 1.0)
   assert str(run.type_signature) == '( -> <int32,float32,float32@SERVER>)'
 
