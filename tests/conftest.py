@@ -81,6 +81,16 @@ def _file_of(nodeid):
   return nodeid.split('::', 1)[0]
 
 
+@pytest.fixture(autouse=True)
+def no_global_seed_left_behind():
+  """A test that sets TensorFlow's global seed (`keras.utils.set_random_seed`,
+  `tf.random.set_seed`) leaves none behind: it would change the seeds of
+  later tests' ops in the same process (a `shuffle(seed=1)` among them)."""
+  yield
+  if 'tensorflow' in sys.modules:
+    sys.modules['tensorflow'].random.set_seed(None)
+
+
 @pytest.fixture(scope='session')
 def s3_server():
   """One moto server for the session, stopped at its end."""

@@ -16,11 +16,10 @@ from tensorflow.core.framework import graph_pb2
 # it has none (a Python generator's state is outside TensorFlow).
 _GRAPHS = weakref.WeakKeyDictionary()
 # Shuffles drawing their seeds from a generator resource, which a copy made
-# from the serialized graph does not have (it would draw new seeds at each
-# copy), and the op of the same meaning taking the seeds themselves, with
-# the number of inputs it keeps.
-_SEEDED_SHUFFLES = {'ShuffleDatasetV3': ('ShuffleDataset', 4),
-                    'ShuffleAndRepeatDatasetV2': ('ShuffleAndRepeatDataset', 5)}
+# from the serialized graph does not have (a stand-in that draws new seeds at
+# each copy): {op: position of its generator input}. The copy gets a new
+# generator of the shuffle's own seeds, as the user's dataset got at first.
+_SEEDED_SHUFFLES = {'ShuffleDatasetV3': 4, 'ShuffleAndRepeatDatasetV2': 5}
 
 
 def as_given(dataset):
@@ -60,21 +59,29 @@ def chain(dataset):
 
 
 def _copyable_graph(dataset):
-  """`dataset`'s serialized graph with its shuffles taking their seeds, or
-  None if it cannot be serialized."""
+  """`dataset`'s serialized graph with a seed generator of their own for
+  its shuffles, or None if it cannot be serialized."""
   try:
     serialized = dataset._as_serialized_graph(  # pylint: disable=protected-access
         external_state_policy=tf.data.experimental.ExternalStatePolicy.FAIL)
   except (tf.errors.FailedPreconditionError, tf.errors.UnimplementedError):
     return None
   graph_def = graph_pb2.GraphDef.FromString(serialized.numpy())
-  nodes = list(graph_def.node)
-  for function in graph_def.library.function:
-    nodes.extend(function.node_def)
-  for node in nodes:
+  for node in list(graph_def.node):  # Not a shuffle inside a function's.
     if node.op in _SEEDED_SHUFFLES:
-      node.op, kept = _SEEDED_SHUFFLES[node.op]
-      inputs = [i for i in node.input if not i.startswith('^')][:kept]
-      del node.input[:]
-      node.input.extend(inputs)
+      _give_seed_generator(graph_def, node, _SEEDED_SHUFFLES[node.op])
   return graph_def.SerializeToString()
+
+
+def _give_seed_generator(graph_def, shuffle, position):
+  """A new generator of `shuffle`'s seeds (its inputs 2 and 3) at input
+  `position`, reshuffling as the shuffle says."""
+  reshuffle = graph_def.node.add(
+      name=f'{shuffle.name}/reshuffle', op='Const')
+  reshuffle.attr['dtype'].type = tf.bool.as_datatype_enum
+  reshuffle.attr['value'].tensor.CopyFrom(tf.make_tensor_proto(
+      shuffle.attr['reshuffle_each_iteration'].b))
+  generator = graph_def.node.add(name=f'{shuffle.name}/seed_generator',
+                                 op='AnonymousSeedGenerator')
+  generator.input.extend([shuffle.input[2], shuffle.input[3], reshuffle.name])
+  shuffle.input[position] = f'{generator.name}:0'

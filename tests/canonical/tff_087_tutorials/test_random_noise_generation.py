@@ -32,12 +32,6 @@ import tensorflow as tf
 import canonical as tff
 
 
-@pytest.fixture(autouse=True)
-def no_global_seed_left_behind():
-  yield
-  tf.random.set_seed(None)  # The cells below set TensorFlow's global seed.
-
-
 @pytest.fixture
 def ten_clients():
   # Set to use 10 clients.
