@@ -376,14 +376,10 @@ def _drop_waits_for_lowered(nodes, function=None):
   replaces) to be computed."""
   lowered = set()
   for node in nodes:
-    # KNOWN BUG, kept for now: protobuf's (upb) map gives an empty AttrValue
-    # for a missing key here, not None, so every node counts as lowered and
-    # every control dependency goes. Counting only the marked ones breaks a
-    # compiled form's unrolled work (tests/canonical/tff_087_tutorials/
-    # test_simulations.py), so the fix waits; meanwhile a nested
-    # tf.function looping over a dataset iterator with a call-local
-    # variable fails (test_local_variables.py's strict xfail).
-    if node.attr.pop(_LOWERED, None) is not None:
+    # Not attr.pop(_LOWERED, None): protobuf's (upb) map gives an empty
+    # AttrValue for a missing key there, not the default.
+    if _LOWERED in node.attr:
+      del node.attr[_LOWERED]
       lowered.add(node.name)
   if not lowered:
     return

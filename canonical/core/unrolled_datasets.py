@@ -233,17 +233,14 @@ class _Scope:
     self.function = function  # A FunctionDef, or None for the graph.
 
   def consumers(self, ref):
-    """(node, input position) pairs reading the tensor `ref`; raises
-    Unsupported for a control dependency on it."""
+    """(node, input position) pairs reading the tensor `ref` (control
+    dependencies on it only order its making, and go with it: `remove`)."""
     found = []
     for node in self.nodes:
       for position, name in enumerate(node.input):
         if name == ref or (self.function is None and ref.endswith(':0') and
                            name == ref[:-2]):
           found.append((node, position))
-        elif name == '^' + ref.split(':')[0]:
-          raise Unsupported(f'{node.name} has a control dependency on a '
-                            'dataset')
     if self.function is not None:
       for key, value in self.function.ret.items():
         if value == ref:
@@ -261,6 +258,11 @@ class _Scope:
       if candidate is node:
         del self.nodes[i]
         break
+    for other in self.nodes:  # Waits for its making go with it.
+      if '^' + name in other.input:
+        kept = [i for i in other.input if i != '^' + name]
+        del other.input[:]
+        other.input.extend(kept)
     if self.function is not None and name in self.function.control_ret:
       del self.function.control_ret[name]
       outputs = [o for o in self.function.signature.control_output
@@ -388,12 +390,16 @@ class _Rewriter:
     scans = [op for op in chain if op.op == 'ScanDataset']
     for op in scans:  # Their initial states.
       inputs.extend(op.input[1:1 + len(op.attr['Tstate'].list.type)])
+    replaced = {op.name for op in chain + [reduce]}
+    waits = []  # Control inputs, after the data ones; none on the chain.
     for op in chain + [reduce]:  # Their other arguments.
       start = 1 + len(op.attr['Tstate'].list.type)
-      inputs.extend(op.input[start:])
+      inputs.extend(i for i in op.input[start:] if not i.startswith('^'))
+      waits.extend(i for i in op.input[start:] if i.startswith('^') and
+                   i[1:] not in replaced and i not in waits)
     call = node_def_pb2.NodeDef(name=reduce.name,
                                 op='StatefulPartitionedCall')
-    call.input.extend(inputs)
+    call.input.extend(inputs + waits)
     call.attr['f'].func.name = loop.name
     call.attr['Tin'].list.type.extend(loop.input_types)
     call.attr['Tout'].list.type.extend(reduce.attr['Tstate'].list.type)

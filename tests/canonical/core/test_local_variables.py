@@ -140,15 +140,10 @@ def test_dataset_reductions_and_for_loops_over_datasets():
   _check(fn, [data], np.zeros([0], np.float32))
 
 
-@pytest.mark.xfail(strict=True, raises=tf.errors.FailedPreconditionError,
-                   reason=(
-    'the pass drops every control dependency (local_variables.'
-    '_drop_waits_for_lowered: attr.pop on a protobuf map), so the loop '
-    'reads its iterator before MakeIterator runs; keeping the others breaks '
-    'unrolled work for now'))
 def test_a_nested_tf_function_looping_over_a_dataset_keeps_its_order():
   # The loop's iterator is made by an op the loop waits for only by a
-  # control edge, which the pass must keep.
+  # control edge: the pass keeps the edges it did not make redundant (once
+  # it dropped every one, and the loop read an iterator not yet made).
   @tf.function
   def add_all(total, dataset):
     for x in iter(dataset):

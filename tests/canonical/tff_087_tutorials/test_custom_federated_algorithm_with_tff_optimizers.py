@@ -12,10 +12,9 @@ tutorial runs 20. Left out: the `!pip install` cell.
 `server_init` returns the tutorial's attrs class `ServerState`: its type
 is a struct whose values are `ServerState`s, as in TFF 0.87 (the state
 `initialize` gives back is one, and `tff.structure.update_struct` updates
-it inside `server_update`). Not yet (strict xfail): the round itself, whose
-client update loops over `iter(dataset)` in a `tf.function` with call-local
-variables (the variable pass's known bug: it drops the iterator's control
-dependency).
+it inside `server_update`). The client update, a `tf.function` looping over
+`iter(dataset)` and assigning the model's call-local variables, trains; the
+process compiles and its form runs the round.
 """
 
 
@@ -262,12 +261,6 @@ def test_the_process_has_tffs_types(capsys):
       out)
 
 
-@pytest.mark.xfail(strict=True, raises=tf.errors.FailedPreconditionError,
-                   reason=(
-    'client_update, a tf.function looping over iter(dataset) with the '
-    'model\'s call-local variables, reads its iterator before it is made: '
-    'the variable pass drops every control dependency (the known bug in '
-    'canonical/core/local_variables.py, _drop_waits_for_lowered)'))
 @pytest.mark.slow
 def test_a_round_trains_and_the_process_compiles(capsys):
   fedavg_process, _ = build_fedavg_process()
