@@ -71,9 +71,8 @@ def has_dataset(member):
 def by_name(spec, arg):
   """`arg` in the containers of `spec` (a member structure) where both name
   their parts (a mapping, a namedtuple or an attrs class for a namedtuple,
-  say): flattening
-  alone would pair a dict's sorted keys with a namedtuple's fields in their
-  declared order. Anything else as it is."""
+  say): flattening alone would pair a dict's sorted keys with a namedtuple's
+  fields in their declared order. Anything else as it is."""
   names = _part_names(spec)
   if names is None:
     if (isinstance(spec, (list, tuple)) and isinstance(arg, (list, tuple)) and
