@@ -13,10 +13,8 @@ are TFF 0.87's. The process composed with the clients' dataset computation
 runs, but does not compile: that computation shuffles without a seed, and a
 compiled piece must be a pure function (refused, naming the line).
 
-Differs (strict xfail): TFF 0.87's FedAvg of a functional model keeps no
-client work state (`client_work=<>`); here it keeps the client optimizer's
-`learning_rate`, so the processes' type signatures differ there (the
-algorithms helper's).
+The processes' type signatures print as TFF 0.87's (a functional model's
+FedAvg keeps no client work state: `client_work=<>`).
 """
 
 import collections
