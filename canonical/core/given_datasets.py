@@ -15,6 +15,9 @@ from tensorflow.core.framework import graph_pb2
 # Per dataset object: the GraphDef its copies are made from, or None where
 # it has none (a Python generator's state is outside TensorFlow).
 _GRAPHS = weakref.WeakKeyDictionary()
+# The copies made: each shuffles, though its type (a dataset of a variant)
+# no longer says so.
+_COPIES = weakref.WeakSet()
 # Shuffles drawing their seeds from a generator resource, which a copy made
 # from the serialized graph does not have (a stand-in that draws new seeds at
 # each copy): {op: position of its generator input}. The copy gets a new
@@ -33,8 +36,15 @@ def as_given(dataset):
   graph = _GRAPHS[dataset]
   if graph is None:
     return dataset
-  return tf.data.experimental.from_variant(
+  copy = tf.data.experimental.from_variant(
       tf.raw_ops.DatasetFromGraph(graph_def=graph), dataset.element_spec)
+  _COPIES.add(copy)
+  return copy
+
+
+def is_copy(dataset):
+  """Whether `dataset` is a copy `as_given` made (it shuffles)."""
+  return dataset in _COPIES
 
 
 def _shuffles(dataset):

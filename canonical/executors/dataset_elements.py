@@ -61,7 +61,8 @@ def repeatable(dataset):
   for current in given_datasets.chain(dataset):
     if current is None:  # Inputs we cannot look into: not judged so.
       return False
-    if any(word in type(current).__name__ for word in _UNREPEATABLE_DATASETS):
+    if any(word in type(current).__name__ for word in
+           _UNREPEATABLE_DATASETS) or given_datasets.is_copy(current):
       return False
     try:
       functions = current._functions()  # pylint: disable=protected-access
