@@ -15,6 +15,7 @@ one clear error before any round.
 import importlib.metadata
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -466,7 +467,10 @@ def _site_packages_without_the_project(tmp_path):
 
 
 @pytest.mark.parametrize('node', ['another version', 'not installed'])
-def test_a_worker_without_the_drivers_project_is_refused(node, tmp_path):
+def test_a_worker_without_the_drivers_project_is_refused(node, dask_address,
+                                                          tmp_path):
+  """A foreign worker joins the module's cluster for this test only: a
+  second in-process cluster would start a second IO loop thread here."""
   if node == 'another version':  # A fedcanon 0.0.1 found before ours.
     fake = tmp_path / 'site' / 'fedcanon-0.0.1.dist-info'
     fake.mkdir(parents=True)
@@ -480,26 +484,25 @@ def test_a_worker_without_the_drivers_project_is_refused(node, tmp_path):
                _site_packages_without_the_project(tmp_path)]
     expected = (r'does not have fedcanon installed \(PackageNotFoundError.*'
                 r'install this project on every node')
-  cluster = engines.start_local_cluster(1, lifetime='5 minutes')
-  worker = subprocess.Popen(command + [cluster.scheduler_address],
+  client = engines.connect(dask_address)
+  ours = set(client.nthreads())
+  worker = subprocess.Popen(command + [dask_address],
                             stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, cwd=tmp_path)
   try:
-    client = engines.connect(cluster.scheduler_address)
-    try:
-      client.wait_for_workers(2, timeout=60)
-    finally:
-      client.close()
+    client.wait_for_workers(len(ours) + 1, timeout=60)
+    (foreign,) = set(client.nthreads()) - ours
     shards = beam_runner.write_client_data(
         tmp_path / 'shards', {'a': np.zeros([3], np.int32)})
     with pytest.raises(beam_runner.EngineError,
-                       match=r'Dask worker tcp://127\.0\.0\.1:\d+ '
-                       + expected):
+                       match=re.escape(f'Dask worker {foreign} ') + expected):
       beam_runner.run(cf.compile(sum_process()), shards.directory, 1, 1,
-                      tmp_path / 'run',
-                      pipeline_options=_on(cluster.scheduler_address))
+                      tmp_path / 'run', pipeline_options=_on(dask_address))
     assert not (tmp_path / 'run').exists()
   finally:
     worker.terminate()
     worker.wait(30)
-    cluster.close()
+    deadline = time.monotonic() + 30  # The cluster as the next test knows it.
+    while set(client.nthreads()) != ours and time.monotonic() < deadline:
+      time.sleep(0.1)
+    client.close()
