@@ -80,7 +80,7 @@ def trace_client_update_seconds(model):
 
 def measure_once():
   start = time.perf_counter()
-  model = learning.FunctionalModel.from_keras(learning.models.cnn_28x28)
+  model = learning.KerasFunctionalModel.from_keras(learning.models.cnn_28x28)
   process = build_process(model)
   build_seconds = time.perf_counter() - start
   start = time.perf_counter()

@@ -307,7 +307,7 @@ def model_for(config, image_shape, num_classes):
   from canonical import learning  # pylint: disable=g-import-not-at-top
   builder = functools.partial(getattr(learning.models, name),
                               num_classes=num_classes)
-  model = learning.FunctionalModel.from_keras(builder, seed=config.seed)
+  model = learning.KerasFunctionalModel.from_keras(builder, seed=config.seed)
   expected = tuple(model.x_spec.shape[1:])
   if expected != tuple(image_shape):
     raise ConfigError(f'--model {name} takes {list(expected)} images, the '

@@ -45,7 +45,7 @@ def base_form_bytes():
   from canonical import learning  # pylint: disable=g-import-not-at-top
   from canonical.learning import models  # pylint: disable=g-import-not-at-top
   import canonical as cf  # pylint: disable=g-import-not-at-top
-  model = learning.FunctionalModel.from_keras(models.small_8x8, seed=0)
+  model = learning.KerasFunctionalModel.from_keras(models.small_8x8, seed=0)
   process = algorithms.build_federated_averaging_process(
       model, lambda: learning.sgd(0.1))
   return cf.saving.to_bytes(cf.compile(process))

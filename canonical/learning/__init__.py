@@ -7,6 +7,7 @@ be traced into a canonical-form piece and saved as a GraphDef.
 from canonical.learning.client_update import client_update
 from canonical.learning.client_update import ClientOutput
 from canonical.learning.evaluation import evaluate
+from canonical.learning.keras_functional import KerasFunctionalModel
 from canonical.learning.keras_model import from_keras_model
 from canonical.learning import keras_optimizers
 from canonical.learning import losses
@@ -25,7 +26,8 @@ from canonical.learning.optimizers import sgd
 from canonical.learning.server_update import server_update
 
 __all__ = [
-    'BatchOutput', 'ClientOutput', 'FunctionalModel', 'ModelWeights',
+    'BatchOutput', 'ClientOutput', 'FunctionalModel', 'KerasFunctionalModel',
+    'ModelWeights',
     'Optimizer', 'adagrad', 'adam', 'client_update', 'evaluate',
     'from_keras_model',
     'keras_optimizers', 'losses', 'models', 'optimizers', 'rmsprop',

@@ -150,17 +150,6 @@ class FunctionalModel:
     self._input_spec = input_spec
     self._state_structure = None
 
-  @classmethod
-  def from_keras(cls, model_fn, loss='sparse_categorical_crossentropy',
-                 metrics=('accuracy',), seed=0):
-    """Ours: `model_fn()` (a Keras 3 model with an explicit input shape),
-    built once under `seed`, with our pure `loss` and `metrics` by name
-    (`losses.LOSSES`, `losses.METRICS`): a `KerasFunctionalModel`."""
-    del cls
-    from canonical.learning import keras_functional  # pylint: disable=g-import-not-at-top
-    return keras_functional.KerasFunctionalModel.from_keras(
-        model_fn, loss, metrics, seed)
-
   # TFF's members.
 
   @property

@@ -3,8 +3,8 @@
 A model is a `FunctionalModel` (`functional`): TFF's class, pure functions
 of its weights, which a user builds as TFF's docs do or gets from
 `functional_model_from_keras`; `KerasFunctionalModel` (`keras_functional`)
-is our Keras 3 model, the one `from_keras_model` and `FunctionalModel.
-from_keras` give. The builders use this interface of it:
+is our Keras 3 model, the one `from_keras_model` and `KerasFunctionalModel
+.from_keras` give. The builders use this interface of it:
 
 - `weights_spec`, `initial_model_weights`: `ModelWeights` of specs / numpy
   arrays; `batch_spec`: one batch's spec;

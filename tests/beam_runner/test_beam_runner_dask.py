@@ -342,7 +342,7 @@ def _digit_clients(count=5):
 
 @pytest.fixture(scope='module')
 def model():
-  return learning.FunctionalModel.from_keras(models.small_8x8, seed=0)
+  return learning.KerasFunctionalModel.from_keras(models.small_8x8, seed=0)
 
 
 def test_federated_averaging_on_dask_equals_the_in_process_runner(

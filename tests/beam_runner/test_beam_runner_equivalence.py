@@ -129,7 +129,7 @@ def _eight_bit(wrap):
 
 @pytest.fixture(scope='module')
 def model():
-  return learning.FunctionalModel.from_keras(models.small_8x8, seed=0)
+  return learning.KerasFunctionalModel.from_keras(models.small_8x8, seed=0)
 
 
 @pytest.mark.slow

@@ -755,7 +755,7 @@ def _fedavg_process(model):
 def test_fedavg_cnn_compiles_to_pure_pieces():
   """The tutorial CNN compiles (its speed is measured by benchmarks/compile.py)."""
   from canonical import learning  # pylint: disable=g-import-not-at-top
-  model = learning.FunctionalModel.from_keras(learning.models.cnn_28x28)
+  model = learning.KerasFunctionalModel.from_keras(learning.models.cnn_28x28)
   form = cf.compile(_fedavg_process(model))
   assert form.broadcast_bits == 1_663_370 * 32
   _assert_pieces_pure(form)

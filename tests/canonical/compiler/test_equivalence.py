@@ -390,7 +390,7 @@ def test_dataset_client_data_with_explicit_reduce_and_client_state():
 @pytest.mark.slow
 def test_federated_averaging_small_model():
   from canonical import learning  # pylint: disable=g-import-not-at-top
-  model = learning.FunctionalModel.from_keras(learning.models.small_8x8)
+  model = learning.KerasFunctionalModel.from_keras(learning.models.small_8x8)
   weights_spec = model.weights_spec
   data_spec = tf.data.DatasetSpec(model.batch_spec)
   initial = model.initial_model_weights

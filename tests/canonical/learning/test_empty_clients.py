@@ -28,7 +28,7 @@ _CHILD = textwrap.dedent('''
     from canonical.learning import framework
     from canonical.learning import models
 
-    model = learning.FunctionalModel.from_keras(models.{model}, seed=0)
+    model = learning.KerasFunctionalModel.from_keras(models.{model}, seed=0)
     aggregation = None
     if {compressed!r}:
       aggregation = framework.build_encoded_mean_process_from_model(

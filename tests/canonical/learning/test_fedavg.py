@@ -64,7 +64,7 @@ def _top_k_encoder(spec):
 
 @pytest.fixture(scope='module')
 def model():
-  return learning.FunctionalModel.from_keras(models.small_8x8, seed=0)
+  return learning.KerasFunctionalModel.from_keras(models.small_8x8, seed=0)
 
 
 @pytest.fixture(scope='module')
@@ -209,7 +209,7 @@ def test_encoded_bits_are_about_a_quarter(plain, encoded, model):
 
 
 def test_the_tutorial_cnn_compiles_to_a_quarter_of_the_bits():
-  model = learning.FunctionalModel.from_keras(models.cnn_28x28, seed=0)
+  model = learning.KerasFunctionalModel.from_keras(models.cnn_28x28, seed=0)
 
   def tutorial_encoder(as_encoder):
 
@@ -414,7 +414,7 @@ def test_every_piece_is_pure(plain, encoded, feedback):
 
 
 def test_tff_style_model_fn_and_keras_model_fn(model):
-  model_fn = lambda: learning.FunctionalModel.from_keras(models.small_8x8)
+  model_fn = lambda: learning.KerasFunctionalModel.from_keras(models.small_8x8)
   process = algorithms.build_federated_averaging_process(
       model_fn, learning.sgd(0.1),
       broadcast_process=framework.build_encoded_broadcast_process_from_model(

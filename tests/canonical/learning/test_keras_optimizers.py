@@ -66,7 +66,7 @@ def test_what_has_no_pure_counterpart_is_refused_by_name(make, message):
 
 
 def test_federated_averaging_takes_keras_optimizers():
-  model = learning.FunctionalModel.from_keras(models.small_8x8)
+  model = learning.KerasFunctionalModel.from_keras(models.small_8x8)
   process = algorithms.build_federated_averaging_process(
       model,
       client_optimizer_fn=lambda: tf.keras.optimizers.SGD(learning_rate=0.02),

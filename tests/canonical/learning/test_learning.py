@@ -95,12 +95,12 @@ def _traced_client_update(functional_model, optimizer, epochs=1):
 
 @pytest.fixture(scope='module')
 def mlp():
-  return learning.FunctionalModel.from_keras(_tiny_mlp, seed=1)
+  return learning.KerasFunctionalModel.from_keras(_tiny_mlp, seed=1)
 
 
 @pytest.fixture(scope='module')
 def digits_model():
-  return learning.FunctionalModel.from_keras(models.small_8x8, seed=0)
+  return learning.KerasFunctionalModel.from_keras(models.small_8x8, seed=0)
 
 
 # ---------------------------------------------------------------------------
@@ -123,7 +123,7 @@ def test_small_8x8_is_small():
 
 def test_initial_weights_are_a_function_of_the_seed(mlp):
   python_state, numpy_state = random.getstate(), np.random.get_state()
-  again = learning.FunctionalModel.from_keras(_tiny_mlp, seed=1)
+  again = learning.KerasFunctionalModel.from_keras(_tiny_mlp, seed=1)
   other = mlp.initial_weights_for_seed(2)
   assert random.getstate() == python_state
   assert np.array_equal(np.random.get_state()[1], numpy_state[1])
@@ -194,7 +194,7 @@ def test_empty_batch_has_zero_loss(mlp):
 
 
 def test_regularization_counts_in_the_loss_not_in_loss_sum():
-  model = learning.FunctionalModel.from_keras(_mlp_with_dropout_and_batch_norm)
+  model = learning.KerasFunctionalModel.from_keras(_mlp_with_dropout_and_batch_norm)
   x, y = _separable(8, seed=0)
   weights = model.initial_model_weights
   output = model.loss_and_metrics(weights, (x, y), training=False)
@@ -215,11 +215,11 @@ def test_bad_inputs_get_clear_errors(mlp):
   with pytest.raises(TypeError, match='batch must be'):
     mlp.loss_and_metrics(mlp.initial_model_weights, np.zeros((2, 4), np.float32))
   with pytest.raises(ValueError, match='Unknown loss'):
-    learning.FunctionalModel.from_keras(_tiny_mlp, loss='hinge')
+    learning.KerasFunctionalModel.from_keras(_tiny_mlp, loss='hinge')
   with pytest.raises(ValueError, match='class labels'):
-    learning.FunctionalModel.from_keras(_tiny_mlp, loss='mean_squared_error')
+    learning.KerasFunctionalModel.from_keras(_tiny_mlp, loss='mean_squared_error')
   with pytest.raises(ValueError, match='explicit input shape'):
-    learning.FunctionalModel.from_keras(
+    learning.KerasFunctionalModel.from_keras(
         lambda: keras.Sequential([keras.layers.Dense(2)]))
   with pytest.raises(ValueError, match='positive Python int'):
     learning.client_update(mlp, learning.sgd(0.1), mlp.initial_model_weights,
@@ -227,7 +227,7 @@ def test_bad_inputs_get_clear_errors(mlp):
 
 
 def test_mean_squared_error_regression():
-  model = learning.FunctionalModel.from_keras(
+  model = learning.KerasFunctionalModel.from_keras(
       _tiny_mlp, loss='mean_squared_error', metrics=())
   x = np.ones((3, 4), np.float32)
   target = np.zeros((3, 2), np.float32)
@@ -342,7 +342,7 @@ def test_client_update_traces_to_a_pure_graph_with_the_dataset_as_argument(
 
 
 def test_dropout_and_batch_norm_stay_pure():
-  model = learning.FunctionalModel.from_keras(_mlp_with_dropout_and_batch_norm)
+  model = learning.KerasFunctionalModel.from_keras(_mlp_with_dropout_and_batch_norm)
   work = _traced_client_update(model, learning.sgd(0.1))
   concrete = work.get_concrete_function()
   _assert_pure(concrete)
@@ -471,7 +471,7 @@ def test_dict_batches(mlp):
 
 
 def test_cnn_28x28_client_update_runs():
-  model = learning.FunctionalModel.from_keras(models.cnn_28x28)
+  model = learning.KerasFunctionalModel.from_keras(models.cnn_28x28)
   rng = np.random.default_rng(0)
   x = rng.uniform(size=(4, 28, 28, 1)).astype(np.float32)
   y = rng.integers(0, 10, 4).astype(np.int32)
@@ -561,7 +561,7 @@ def test_evaluate_sums_match_the_keras_model(digits_model):
 def test_evaluate_skips_zero_size_batches():
   """The CNN's metrics with a zero-size batch among the others are the same
   (oneDNN's convolution refuses a zero-size batch on some CPUs)."""
-  model = learning.FunctionalModel.from_keras(models.cnn_28x28)
+  model = learning.KerasFunctionalModel.from_keras(models.cnn_28x28)
   rng = np.random.default_rng(1)
   x = rng.uniform(size=(4, 28, 28, 1)).astype(np.float32)
   y = rng.integers(0, 10, 4).astype(np.int32)

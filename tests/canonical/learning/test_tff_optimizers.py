@@ -338,7 +338,7 @@ def test_the_older_builders_are_optimizers_of_the_same_maths():
 
 
 def _model():
-  return learning.FunctionalModel.from_keras(
+  return learning.KerasFunctionalModel.from_keras(
       lambda: keras.Sequential([keras.Input((4,)), keras.layers.Dense(3)]),
       seed=0)
 

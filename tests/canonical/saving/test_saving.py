@@ -73,7 +73,7 @@ def _encoder(wrap, make):
 
 @pytest.fixture(scope='module')
 def model():
-  return learning.FunctionalModel.from_keras(models.small_8x8, seed=0)
+  return learning.KerasFunctionalModel.from_keras(models.small_8x8, seed=0)
 
 
 @pytest.fixture(scope='module')

@@ -34,7 +34,7 @@ _ERROR_FEEDBACK = ('top_k', 'random_k', 'sign')
 
 @pytest.fixture(scope='module')
 def model():
-  return learning.FunctionalModel.from_keras(models.small_8x8, seed=0)
+  return learning.KerasFunctionalModel.from_keras(models.small_8x8, seed=0)
 
 
 def _clients():
