@@ -155,8 +155,15 @@ def prepare(dataset, output_dir, num_clients, scheme='iid', alpha=0.5,
   ids = client_ids(num_clients)
   expected = {cid: len(p) for cid, p in zip(ids, parts)}
   if written != expected:
-    raise RuntimeError(f'The pipeline wrote clients {written}, expected '
-                       f'{expected}.')
+    wrong = sorted(cid for cid in set(written) | set(expected)
+                   if written.get(cid) != expected.get(cid))
+    raise PreparedDataError(
+        f'{output_dir}: the pipeline wrote {len(written)} clients, expected '
+        f'{len(expected)}; examples written and expected differ for '
+        + ', '.join(f'{cid} ({written.get(cid)} != {expected.get(cid)})'
+                    for cid in wrong[:5])
+        + (f' and {len(wrong) - 5} more' if len(wrong) > 5 else '')
+        + '. Nothing was committed; run it again.')
   manifest = dict(params, format=FORMAT,
                   image_shape=list(data.train_x.shape[1:]),
                   num_classes=int(data.num_classes),

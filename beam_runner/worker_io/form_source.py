@@ -80,7 +80,8 @@ class FormSource:
       return loaded_forms.load(self.path, self.storage)
     form = _REGISTRY.get(self.key)
     if form is None:
-      raise RuntimeError(
+      from beam_runner import engines  # pylint: disable=g-import-not-at-top
+      raise engines.EngineError(
           f'The {self.description} lives in the driver process and cannot '
           'reach this worker process: save the form and pass its path, or '
           'use the in-process runner (the default).')

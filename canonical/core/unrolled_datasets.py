@@ -73,18 +73,13 @@ def encode(element_spec, elements):
       raise ValueError(f'element {index} does not have the structure '
                        f'{element_spec}: {e}') from None
     for column, spec, leaf in zip(columns, flat_specs, leaves):
-      value = np.asarray(leaf)
-      if value.dtype != spec.dtype.as_numpy_dtype and not (
-          spec.dtype == tf.string and value.dtype.kind in 'SUO'):
-        raise ValueError(f'element {index}: expected {spec.dtype.name}, got '
-                         f'{value.dtype}')
-      if not spec.shape.is_compatible_with(value.shape):
-        raise ValueError(f'element {index}: expected shape {spec.shape}, got '
-                         f'{value.shape}')
-      column.append(value)
+      try:
+        column.append(_element_array(spec, leaf))
+      except ValueError as e:
+        raise ValueError(f'element {index}: {e}') from None
   tensors = []
   for spec, column in zip(flat_specs, columns):
-    dtype = object if spec.dtype == tf.string else spec.dtype.as_numpy_dtype
+    dtype = _numpy_dtype(spec)
     if spec.shape.rank == 0:
       tensors.append(np.array(column, dtype=dtype).reshape([len(column)]))
       continue
@@ -95,6 +90,26 @@ def encode(element_spec, elements):
     np.cumsum([len(v) for v in column], out=splits[1:])
     tensors.append(splits)
   return tensors
+
+
+def _element_array(spec, leaf):
+  """`leaf` as a numpy array of `spec`. A Python value (a number, a list)
+  takes the spec's dtype where numpy's kind rules allow (3.0 for float32,
+  not 1.5 for int32), as TF converts a Python number to the dtype asked
+  for; a typed value (numpy, a tensor) must have it."""
+  value = np.asarray(leaf)
+  dtype = _numpy_dtype(spec)
+  typed = isinstance(leaf, (np.ndarray, np.generic)) or tf.is_tensor(leaf)
+  if spec.dtype == tf.string:
+    if value.dtype.kind not in 'SUO':
+      raise ValueError(f'expected string, got {value.dtype}')
+  elif value.dtype != dtype:
+    if typed or not np.can_cast(value.dtype, dtype, 'same_kind'):
+      raise ValueError(f'expected {spec.dtype.name}, got {value.dtype}')
+    value = value.astype(dtype)
+  if not spec.shape.is_compatible_with(value.shape):
+    raise ValueError(f'expected shape {spec.shape}, got {value.shape}')
+  return value
 
 
 class Encoded:
@@ -128,12 +143,26 @@ class Encoded:
 
 def concatenate(element_spec, clients):
   """One encoding of several clients' elements, in order; each client a
-  list of elements or an `Encoded`."""
+  list of elements or an `Encoded`. A ValueError names the first client
+  (by position) and element that do not fit."""
   if not any(isinstance(c, Encoded) for c in clients):
-    return encode(element_spec, [e for elements in clients
-                                 for e in elements])
-  encodings = [c.tensors if isinstance(c, Encoded) else
-               encode(element_spec, c) for c in clients]
+    try:
+      return encode(element_spec, [e for elements in clients
+                                   for e in elements])
+    except ValueError:
+      for k, elements in enumerate(clients):  # Which client: only on error.
+        try:
+          encode(element_spec, elements)
+        except ValueError as e:
+          raise ValueError(f'client {k}: {e}') from None
+      raise
+  encodings = []
+  for k, c in enumerate(clients):
+    try:
+      encodings.append(c.tensors if isinstance(c, Encoded) else
+                       encode(element_spec, c))
+    except ValueError as e:
+      raise ValueError(f'client {k}: {e}') from None
   joined, position = [], 0
   for spec in tf.nest.flatten(element_spec):
     parts = [e[position] for e in encodings]

@@ -22,6 +22,7 @@ import numpy as np
 import tensorflow as tf
 
 from canonical.core import unrolled_datasets
+from canonical import errors
 
 
 # Per form and non-finite policy: traced once per process.
@@ -74,7 +75,12 @@ class BatchedWork:
       return accumulator, np.zeros([0], bool)
     form = self._form
     start = form.zero() if accumulator is None else accumulator
-    encoded = _encode_clients(self._element_spec, clients)
+    try:
+      encoded = _encode_clients(self._element_spec, clients)
+    except ValueError as e:  # 'client K: element I: ...'
+      raise errors.InvalidTypeError(
+          f'Piece {form.work.name!r} {form.work.input_signature()}: '
+          f'{e}.') from None
     flat = self._traced(start, broadcast, encoded)(
         *tf.nest.flatten(start), *tf.nest.flatten(broadcast), *encoded)
     flat_accumulator, ok = flat[:-1], flat[-1].numpy()

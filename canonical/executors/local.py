@@ -68,7 +68,10 @@ def run_round(form: form_lib.CanonicalForm, state, client_data: Sequence,
   updates, secure, new_client_states, client_outputs = [], [], [], []
   for i, data in enumerate(client_data):
     d = (data, client_states[i]) if form.has_client_state else data
-    update, y = form.work(d, broadcast)
+    try:
+      update, y = form.work(d, broadcast)
+    except errors.InvalidTypeError as e:  # A misfit: name the client.
+      raise errors.InvalidTypeError(f'client {i}: {e}') from None
     plain, secure_part = form.split_update(update)
     updates.append(plain)
     secure.append(secure_part)

@@ -138,6 +138,19 @@ def test_form_source_pickles_as_a_small_token():
   assert beam_runner.FormSource.of(source) is source
 
 
+def test_an_in_memory_form_out_of_its_drivers_reach_is_an_engine_error():
+  """A worker process sees no in-memory form: it is told to save it."""
+  import gc  # pylint: disable=g-import-not-at-top
+  source = beam_runner.FormSource.of(cf.compile(_sum_process()))
+  elsewhere = pickle.dumps(source)
+  del source  # Its form with it, as in another process.
+  gc.collect()
+  with pytest.raises(beam_runner.EngineError,
+                     match=r"in-memory form '.*' lives in the driver process"
+                     r'.*save the form and pass its path'):
+    pickle.loads(elsewhere).get()
+
+
 def test_a_round_of_one_element_is_one_step():
   """Work and Update fuse where there is nothing to merge (each step costs
   the runner ~10 ms); rounds of several elements merge in a combine."""

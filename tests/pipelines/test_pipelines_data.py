@@ -418,6 +418,28 @@ def test_a_failed_prepare_leaves_no_manifest_and_a_rerun_completes(
       'test.npz']
 
 
+def test_a_pipeline_that_wrote_other_clients_commits_nothing(tmp_path,
+                                                            monkeypatch):
+  """The written clients are checked against the partition before the
+  manifest (the commit) is written."""
+  small = datasets.Dataset('tiny', *_tiny(), 3)
+  write_files = prepare_data._write_files
+
+  def lose_a_client(*args):
+    written = write_files(*args)
+    del written['client_0002']
+    return written
+
+  monkeypatch.setattr(prepare_data, '_write_files', lose_a_client)
+  with pytest.raises(prepare_data.PreparedDataError,
+                     match=r'wrote 3 clients, expected 4; .*client_0002 '
+                     r'\(None != \d+\)\. Nothing was committed'):
+    prepare_data.prepare(small, tmp_path / 'out', 4)
+  assert 'manifest.json' not in os.listdir(tmp_path / 'out')
+  monkeypatch.setattr(prepare_data, '_write_files', write_files)
+  assert not prepare_data.prepare(small, tmp_path / 'out', 4).reused
+
+
 def test_a_killed_prepares_leftovers_are_written_over(tmp_path):
   """A prepare killed before its manifest (here: with other parameters, and
   its staging and temporary files still there) is resumed from scratch."""

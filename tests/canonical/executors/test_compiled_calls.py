@@ -3,6 +3,7 @@ the results, structures and dtypes the reference executor gives, bit for
 bit; the reference only where the compiler refuses."""
 
 import collections
+import re
 
 import numpy as np
 import pytest
@@ -10,6 +11,7 @@ import tensorflow as tf
 
 import canonical as tff
 from canonical import compiler
+from canonical import errors
 from canonical.core import context
 from canonical.core import unrolled_datasets
 from canonical.executors import batched_work
@@ -181,6 +183,39 @@ def test_a_next_returning_only_the_state():
   assert compiled.compiled_round(next_fn) is not None
   assert float(process.next(1.0, data)) == 7.0
   _assert_identical(next_fn(1.0, data), _reference(next_fn, 1.0, data))
+
+
+@pytest.mark.parametrize('merge_seed', [None, 3])  # Batched; per client.
+def test_a_forms_round_takes_python_element_lists_and_names_a_misfit(
+    merge_seed):
+  """Python numbers take the element's dtype, as in a call of the
+  process; a typed value of another dtype, another shape or a string is
+  refused naming the piece, the client and the element."""
+
+  @tff.federated_computation(tff.type_at_server(F),
+                             tff.type_at_clients(tff.SequenceType(F)))
+  def next_fn(state, data):
+    total = tff.federated_sum(tff.federated_map(
+        tff.tf_computation(lambda d: d.reduce(0.0, lambda a, x: a + x)),
+        data))
+    return tff.federated_map(tff.tf_computation(lambda s, t: s + t),
+                             (state, total)), total
+
+  form = tff.backends.mapreduce.get_map_reduce_form_for_computation(next_fn)
+  state, total = tff.run_round(form, np.float32(1), [[1.0, 2], [True], []],
+                               merge_seed=merge_seed)
+  assert (float(state), float(total)) == (5.0, 4.0)
+  for misfit, why in (([3.0, [4.0, 5.0]], r'element 1: expected shape \(\), '
+                       r'got \(2,\)'),
+                      ([np.float64(3)], 'element 0: expected float32, got '
+                       'float64'),
+                      ([1.5, 'x'], 'element 1: expected float32, got <U1')):
+    with pytest.raises(errors.InvalidTypeError) as caught:
+      tff.run_round(form, np.float32(1), [[1.0], misfit],
+                    merge_seed=merge_seed)
+    message = str(caught.value)
+    assert "Piece 'work'" in message and 'client 1: ' in message
+    assert re.search(why, message), message
 
 
 def test_a_computation_the_compiler_refuses_runs_by_the_reference():
