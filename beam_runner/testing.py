@@ -45,7 +45,7 @@ def assert_rounds_match(process, client_data, rounds=3, clients_per_round=None,
                         seed=0, rtol=1e-5, atol=1e-6, running_mode='in_memory',
                         num_workers=2, form=None, check_local=True,
                         output_dir=None, pipeline_options=None,
-                        clients_per_element=None):
+                        clients_per_element=None, rounds_per_pipeline=None):
   """Raises AssertionError at the first round and tensor where Beam differs.
 
   Args:
@@ -69,6 +69,8 @@ def assert_rounds_match(process, client_data, rounds=3, clients_per_round=None,
     output_dir: where the run is kept (default: a temporary directory).
     clients_per_element: as `beam_runner.run`'s (more elements: more partial
       aggregates to merge).
+    rounds_per_pipeline: as `beam_runner.run`'s (rounds chained in one
+      pipeline; on worker processes, one start of the workers for them).
 
   Returns:
     The `RunResult` of the Beam run.
@@ -96,7 +98,8 @@ def assert_rounds_match(process, client_data, rounds=3, clients_per_round=None,
     result = runner.run(form, data, rounds, clients_per_round, out,
                         pipeline_options=pipeline_options, seed=seed,
                         progress=lambda line: None,
-                        clients_per_element=clients_per_element)
+                        clients_per_element=clients_per_element,
+                        rounds_per_pipeline=rounds_per_pipeline)
     _compare_runs(process, form, data, rounds, run_dir.RunDir(out, storage),
                   mode, rtol, atol, check_local, result.client_outputs)
   return result

@@ -36,13 +36,19 @@ from example_processes import (
 
 
 # ----------------------------------------------------------------------------
-# Equivalence, in_memory and on 2 worker processes (each multi_processing run
-# starts fresh workers: ~10 s a round, so those are slow-marked). Workers in
-# their own processes are checked where crossing processes could change a
-# result: integers bit for bit, client state files, and encoders' seeded
-# randomness (the others run in_memory only: ~4 minutes of test time less).
+# Equivalence, in_memory and on 2 worker processes (each multi_processing
+# pipeline starts fresh workers: ~10 s, so those are slow-marked, and their
+# rounds run chained in one pipeline). Workers in their own processes are
+# checked where crossing processes could change a result: integers bit for
+# bit, client state files, and encoders' seeded randomness (the others run
+# in_memory only: ~4 minutes of test time less).
 
 MODES = ['in_memory', pytest.param('multi_processing', marks=pytest.mark.slow)]
+
+
+def _chained(mode, rounds):
+  """rounds_per_pipeline for `mode`: one start of the worker processes."""
+  return rounds if mode == 'multi_processing' else None
 
 
 @pytest.mark.parametrize('mode', MODES)
@@ -50,10 +56,12 @@ def test_sum_of_integers_is_bit_exact(mode):
   rng = np.random.default_rng(0)
   data = {f'c{i}': rng.integers(-100, 100, [3]).astype(np.int32)
           for i in range(9)}
-  rounds = 3 if mode == 'in_memory' else 2  # Each ~15 s on 2 processes.
+  rounds = 3 if mode == 'in_memory' else 2
   result = testing.assert_rounds_match(sum_process(), data, rounds=rounds,
                                        clients_per_round=4, rtol=0, atol=0,
-                                       running_mode=mode)
+                                       running_mode=mode,
+                                       rounds_per_pipeline=_chained(mode,
+                                                                    rounds))
   assert int(result.state) == rounds
 
 
@@ -88,11 +96,11 @@ def test_no_broadcast_small_integers_are_exact(mode):
 
 @pytest.mark.parametrize('mode', MODES)
 def test_client_state_comes_back_with_the_client_bit_exact(mode):
-  rounds = 4 if mode == 'in_memory' else 2  # Each ~15 s on 2 processes.
+  rounds = 4 if mode == 'in_memory' else 2
   result = testing.assert_rounds_match(
       client_state_process(), client_state_data(), rounds=rounds,
-      clients_per_round=3, rtol=0, atol=0,
-      running_mode=mode)
+      clients_per_round=3, rtol=0, atol=0, running_mode=mode,
+      rounds_per_pipeline=_chained(mode, rounds))
   # Two rounds or more of three of five clients: some client came back.
   assert int(result.state[0][2]) == rounds
 
