@@ -165,7 +165,9 @@ def test_a_round_keeping_client_state(clients_run):
                                expected[2]))
 
 
-def test_a_next_returning_only_the_state():
+def _summing_round(with_total):
+  """A round adding the clients' elements to the state (the state alone,
+  or it and the total)."""
 
   @tff.federated_computation(tff.type_at_server(F),
                              tff.type_at_clients(tff.SequenceType(F)))
@@ -173,9 +175,15 @@ def test_a_next_returning_only_the_state():
     total = tff.federated_sum(tff.federated_map(
         tff.tf_computation(lambda d: d.reduce(0.0, lambda a, x: a + x)),
         data))
-    return tff.federated_map(tff.tf_computation(lambda s, t: s + t),
-                             (state, total))
+    state = tff.federated_map(tff.tf_computation(lambda s, t: s + t),
+                              (state, total))
+    return (state, total) if with_total else state
 
+  return next_fn
+
+
+def test_a_next_returning_only_the_state():
+  next_fn = _summing_round(with_total=False)
   process = tff.templates.IterativeProcess(
       tff.federated_computation(
           lambda: tff.federated_value(0.0, tff.SERVER)), next_fn)
@@ -191,17 +199,8 @@ def test_a_forms_round_takes_python_element_lists_and_names_a_misfit(
   """Python numbers take the element's dtype, as in a call of the
   process; a typed value of another dtype, another shape or a string is
   refused naming the piece, the client and the element."""
-
-  @tff.federated_computation(tff.type_at_server(F),
-                             tff.type_at_clients(tff.SequenceType(F)))
-  def next_fn(state, data):
-    total = tff.federated_sum(tff.federated_map(
-        tff.tf_computation(lambda d: d.reduce(0.0, lambda a, x: a + x)),
-        data))
-    return tff.federated_map(tff.tf_computation(lambda s, t: s + t),
-                             (state, total)), total
-
-  form = tff.backends.mapreduce.get_map_reduce_form_for_computation(next_fn)
+  form = tff.backends.mapreduce.get_map_reduce_form_for_computation(
+      _summing_round(with_total=True))
   state, total = tff.run_round(form, np.float32(1), [[1.0, 2], [True], []],
                                merge_seed=merge_seed)
   assert (float(state), float(total)) == (5.0, 4.0)
