@@ -17,6 +17,7 @@ compiled form (`executors.compiled`), however its module was reached.
 
 from canonical import _lazy
 from canonical import _moved
+from canonical import quiet as _quiet
 from canonical.errors import Error
 from canonical.errors import FederatedError
 
@@ -61,6 +62,7 @@ def _install_executor(load, context):
   context.set_executor(_run_compiled)
 
 
+_quiet.on_import()  # TensorFlow's, absl's and Beam's lines of no use.
 _moved.register(_moved.CANONICAL)
 _lazy.around_import(_CONTEXT, _install_executor)
 

@@ -1,11 +1,14 @@
-"""Keeps the command lines' output to what their user can act on.
+"""Keeps our output, from a command line or a script, to what its user can
+act on.
 
 Third-party libraries print lines that say nothing to our user; each is
 silenced here, at its source and by its exact text, so every other line of
-theirs, and all of ours, still shows. A command line calls `environment()`
-first and `third_party()` once its flags are parsed; a Dask worker started
-with `preload=['canonical.quiet']` does the same (`dask_setup`). Library
-code never calls these: a program embedding ours keeps its own settings.
+theirs, and all of ours, still shows. `import canonical` (and so `import
+beam_runner`) silences them as the command lines do (`on_import`), unless
+FEDCANON_VERBOSE=1 asks for every line; a user's own TF_CPP_MIN_LOG_LEVEL
+wins. A command line also calls `environment()` first and `third_party()`
+once its flags are parsed; a Dask worker started with
+`preload=['canonical.quiet']` does the same (`dask_setup`).
 
 What is silenced, and why it says nothing:
 - TensorFlow's C++ INFO and WARNING lines (TF_CPP_MIN_LOG_LEVEL=2, unless
@@ -48,6 +51,16 @@ _LOG_NOISE = (
     ('apache_beam.options.pipeline_options', 'Discarding unparseable args'),
     ('distributed.nanny', 'Worker process still alive after'),
 )
+
+
+VERBOSE_VARIABLE = 'FEDCANON_VERBOSE'
+
+
+def on_import():
+  """What `import canonical` does: `third_party()`, unless the environment
+  says FEDCANON_VERBOSE=1 (or any value but 0)."""
+  if os.environ.get(VERBOSE_VARIABLE, '0') in ('', '0'):
+    third_party()
 
 
 def environment():
