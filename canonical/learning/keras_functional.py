@@ -181,8 +181,8 @@ class KerasFunctionalModel(functional.FunctionalModel):
     if self._model_fn is None:
       raise errors.InvalidValueError(
           'This model wraps a ready Keras model, so it can only give that '
-          'model\'s weights; build it with KerasFunctionalModel.from_keras to draw '
-          'initial weights for other seeds.')
+          'model\'s weights; build it with KerasFunctionalModel.from_keras '
+          'to draw initial weights for other seeds.')
     return _numpy_weights(_build(self._model_fn, seed))
 
   def forward(self, weights, x, training=False):

@@ -41,8 +41,8 @@ def functional_model_of(model_fn, who):
     return keras_functional.KerasFunctionalModel(model)
   raise errors.InvalidTypeError(
       f'{who}: model_fn returned {type(model).__name__}; it must return a '
-      'canonical.learning.FunctionalModel (e.g. KerasFunctionalModel.from_keras('
-      'builder)) or a built keras.Model.')
+      'canonical.learning.FunctionalModel (e.g. '
+      'KerasFunctionalModel.from_keras(builder)) or a built keras.Model.')
 
 
 def optimizer_of(optimizer_fn, who):

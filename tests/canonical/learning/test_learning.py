@@ -194,7 +194,8 @@ def test_empty_batch_has_zero_loss(mlp):
 
 
 def test_regularization_counts_in_the_loss_not_in_loss_sum():
-  model = learning.KerasFunctionalModel.from_keras(_mlp_with_dropout_and_batch_norm)
+  model = learning.KerasFunctionalModel.from_keras(
+      _mlp_with_dropout_and_batch_norm)
   x, y = _separable(8, seed=0)
   weights = model.initial_model_weights
   output = model.loss_and_metrics(weights, (x, y), training=False)
@@ -217,7 +218,8 @@ def test_bad_inputs_get_clear_errors(mlp):
   with pytest.raises(ValueError, match='Unknown loss'):
     learning.KerasFunctionalModel.from_keras(_tiny_mlp, loss='hinge')
   with pytest.raises(ValueError, match='class labels'):
-    learning.KerasFunctionalModel.from_keras(_tiny_mlp, loss='mean_squared_error')
+    learning.KerasFunctionalModel.from_keras(_tiny_mlp,
+                                             loss='mean_squared_error')
   with pytest.raises(ValueError, match='explicit input shape'):
     learning.KerasFunctionalModel.from_keras(
         lambda: keras.Sequential([keras.layers.Dense(2)]))
@@ -342,7 +344,8 @@ def test_client_update_traces_to_a_pure_graph_with_the_dataset_as_argument(
 
 
 def test_dropout_and_batch_norm_stay_pure():
-  model = learning.KerasFunctionalModel.from_keras(_mlp_with_dropout_and_batch_norm)
+  model = learning.KerasFunctionalModel.from_keras(
+      _mlp_with_dropout_and_batch_norm)
   work = _traced_client_update(model, learning.sgd(0.1))
   concrete = work.get_concrete_function()
   _assert_pure(concrete)
