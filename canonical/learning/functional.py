@@ -150,6 +150,15 @@ class FunctionalModel:
     self._input_spec = input_spec
     self._state_structure = None
 
+  @classmethod
+  def from_keras(cls, *args, **kwargs):
+    """Moved: our Keras 3 model is built by `canonical.learning.
+    KerasFunctionalModel.from_keras` (TFF's class does not know it)."""
+    del cls, args, kwargs
+    raise errors.InvalidTypeError(
+        'FunctionalModel.from_keras moved: call canonical.learning.'
+        'KerasFunctionalModel.from_keras with the same arguments.')
+
   # TFF's members.
 
   @property

@@ -223,6 +223,9 @@ def test_bad_inputs_get_clear_errors(mlp):
   with pytest.raises(ValueError, match='explicit input shape'):
     learning.KerasFunctionalModel.from_keras(
         lambda: keras.Sequential([keras.layers.Dense(2)]))
+  with pytest.raises(TypeError, match='moved: call canonical.learning.'
+                     'KerasFunctionalModel.from_keras'):
+    learning.FunctionalModel.from_keras(_tiny_mlp)
   with pytest.raises(ValueError, match='positive Python int'):
     learning.client_update(mlp, learning.sgd(0.1), mlp.initial_model_weights,
                            _batches(*_separable(4, 0), 2), epochs=0)
