@@ -429,22 +429,6 @@ def test_an_unreachable_scheduler_is_one_error_before_any_round(tmp_path):
   assert not (tmp_path / 'run').exists()
 
 
-def test_a_workers_address_given_as_the_scheduler_is_one_clear_error(
-    dask_address, tmp_path):
-  from dask import distributed  # pylint: disable=g-import-not-at-top
-  with distributed.Client(dask_address) as client:
-    worker = sorted(client.nthreads())[0]
-  form = cf.compile(sum_process())
-  shards = beam_runner.write_client_data(
-      tmp_path / 'shards', {'a': np.zeros([3], np.int32)})
-  with pytest.raises(beam_runner.EngineError,
-                     match=f'{worker} did not answer as a Dask scheduler .*'
-                     'worker\'s address'):
-    beam_runner.run(form, shards.directory, 1, 1, tmp_path / 'run',
-                    pipeline_options=_on(worker, dask_connection_timeout=5))
-  assert not (tmp_path / 'run').exists()
-
-
 _WORKER = '''
 import sys
 sys.path[:0] = sys.argv[1].split(',')
@@ -506,3 +490,19 @@ def test_a_worker_without_the_drivers_project_is_refused(node, dask_address,
     while set(client.nthreads()) != ours and time.monotonic() < deadline:
       time.sleep(0.1)
     client.close()
+
+
+def test_a_workers_address_given_as_the_scheduler_is_one_clear_error(
+    dask_address, tmp_path):
+  from dask import distributed  # pylint: disable=g-import-not-at-top
+  with distributed.Client(dask_address) as client:
+    worker = sorted(client.nthreads())[0]
+  form = cf.compile(sum_process())
+  shards = beam_runner.write_client_data(
+      tmp_path / 'shards', {'a': np.zeros([3], np.int32)})
+  with pytest.raises(beam_runner.EngineError,
+                     match=f'{worker} did not answer as a Dask scheduler .*'
+                     'worker\'s address'):
+    beam_runner.run(form, shards.directory, 1, 1, tmp_path / 'run',
+                    pipeline_options=_on(worker, dask_connection_timeout=5))
+  assert not (tmp_path / 'run').exists()
