@@ -74,7 +74,7 @@ def encode(element_spec, elements):
                        f'{element_spec}: {e}') from None
     for column, spec, leaf in zip(columns, flat_specs, leaves):
       try:
-        column.append(_element_array(spec, leaf))
+        column.append(element_array(spec, leaf))
       except ValueError as e:
         raise ValueError(f'element {index}: {e}') from None
   tensors = []
@@ -92,11 +92,18 @@ def encode(element_spec, elements):
   return tensors
 
 
-def _element_array(spec, leaf):
-  """`leaf` as a numpy array of `spec`. A Python value (a number, a list)
-  takes the spec's dtype where numpy's kind rules allow (3.0 for float32,
-  not 1.5 for int32), as TF converts a Python number to the dtype asked
-  for; a typed value (numpy, a tensor) must have it."""
+# A Python value converts to a dtype of its kind or a wider one, as
+# tf.convert_to_tensor converts it: bool < integer (signed or not) < float.
+_NUMBER_KINDS = {'b': 0, 'i': 1, 'u': 1, 'f': 2}
+
+
+def element_array(spec, leaf, cast_numpy=False):
+  """`leaf` as a numpy array of `spec`. A Python value converts only where
+  it keeps its kind or widens it (2 or True for float32, not 1.5 for
+  int32), as TensorFlow converts one. A numpy value (or tensor) of another
+  dtype is refused, or with `cast_numpy` cast (float64 2.7 -> int32 2), as
+  TFF 0.87 takes elements in a call from Python. ValueError otherwise, or
+  for another shape."""
   value = np.asarray(leaf)
   dtype = _numpy_dtype(spec)
   typed = isinstance(leaf, (np.ndarray, np.generic)) or tf.is_tensor(leaf)
@@ -104,7 +111,9 @@ def _element_array(spec, leaf):
     if value.dtype.kind not in 'SUO':
       raise ValueError(f'expected string, got {value.dtype}')
   elif value.dtype != dtype:
-    if typed or not np.can_cast(value.dtype, dtype, 'same_kind'):
+    if value.dtype.kind not in _NUMBER_KINDS or not (
+        (cast_numpy if typed else _NUMBER_KINDS[value.dtype.kind] <=
+         _NUMBER_KINDS.get(np.dtype(dtype).kind, -1))):
       raise ValueError(f'expected {spec.dtype.name}, got {value.dtype}')
     value = value.astype(dtype)
   if not spec.shape.is_compatible_with(value.shape):

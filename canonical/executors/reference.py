@@ -18,6 +18,7 @@ from canonical.core.intrinsics import registry
 from canonical.core import ir
 from canonical.core import naming
 from canonical.core import types as ft
+from canonical.core import unrolled_datasets
 from canonical import errors
 
 
@@ -97,7 +98,7 @@ def _element_lists(computation, number, param, arg, keep):
     for index, element in enumerate(value):
       try:
         converted.append(nest.map_structure_up_to(
-            spec, _numpy_of, spec, element, check_types=False))
+            spec, _cast_element, spec, element, check_types=False))
       except (TypeError, ValueError) as e:
         whose = f' (client {client})' if per_client else ''
         raise errors.FederatedError(
@@ -127,12 +128,8 @@ def _dataset_of(spec, elements):
   return dataset
 
 
-def _numpy_of(spec, value):
-  value = np.asarray(value, spec.dtype.as_numpy_dtype
-                     if spec.dtype != tf.string else object)
-  if not spec.shape.is_compatible_with(value.shape):
-    raise ValueError(f'expected shape {spec.shape}, got {value.shape}')
-  return value
+def _cast_element(spec, leaf):
+  return unrolled_datasets.element_array(spec, leaf, cast_numpy=True)
 
 
 def _with_sequences(param, arg):

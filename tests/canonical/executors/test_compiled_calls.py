@@ -165,9 +165,7 @@ def test_a_round_keeping_client_state(clients_run):
                                expected[2]))
 
 
-def _summing_round(with_total):
-  """A round adding the clients' elements to the state (the state alone,
-  or it and the total)."""
+def test_a_next_returning_only_the_state():
 
   @tff.federated_computation(tff.type_at_server(F),
                              tff.type_at_clients(tff.SequenceType(F)))
@@ -175,15 +173,9 @@ def _summing_round(with_total):
     total = tff.federated_sum(tff.federated_map(
         tff.tf_computation(lambda d: d.reduce(0.0, lambda a, x: a + x)),
         data))
-    state = tff.federated_map(tff.tf_computation(lambda s, t: s + t),
-                              (state, total))
-    return (state, total) if with_total else state
+    return tff.federated_map(tff.tf_computation(lambda s, t: s + t),
+                             (state, total))
 
-  return next_fn
-
-
-def test_a_next_returning_only_the_state():
-  next_fn = _summing_round(with_total=False)
   process = tff.templates.IterativeProcess(
       tff.federated_computation(
           lambda: tff.federated_value(0.0, tff.SERVER)), next_fn)
@@ -193,22 +185,62 @@ def test_a_next_returning_only_the_state():
   _assert_identical(next_fn(1.0, data), _reference(next_fn, 1.0, data))
 
 
+def _tff_summing_round():
+  """A TFF 0.87 program's own text: its round over sequences of float32."""
+
+  @tff.tensorflow.computation(tff.SequenceType(np.float32))
+  def local_sum(ds):
+    return ds.reduce(np.float32(0), lambda a, x: a + x)
+
+  @tff.tensorflow.computation(np.float32, np.float32)
+  def add(a, b):
+    return a + b
+
+  @tff.federated_computation(
+      tff.FederatedType(np.float32, tff.SERVER),
+      tff.FederatedType(tff.SequenceType(np.float32), tff.CLIENTS))
+  def next_fn(state, data):
+    total = tff.federated_sum(tff.federated_map(local_sum, data))
+    return tff.federated_map(add, (state, total)), total
+
+  return next_fn
+
+
+# Elements given from Python in every form TFF 0.87 took for float32 (a
+# Python float, int or bool; numpy float64 and int32, cast), and what it
+# gave: (9.0, 8.0) from state 1. Misfits it refused: another shape, a string.
+_ELEMENTS = [[1.0, 2], [True], [np.float64(3)], [np.int32(1)], []]
+_MISFITS = (
+    ([3.0, [4.0, 5.0]], r'element 1\b.*expected shape \(\), got \(2,\)'),
+    ([1.5, 'x'], r'element 1\b.*expected float32, got <U1'))
+
+
+def test_a_call_takes_python_element_lists_as_tff_takes_them():
+  next_fn = _tff_summing_round()
+  assert compiled.compiled_round(next_fn) is not None  # The fast path.
+  state, total = next_fn(np.float32(1), _ELEMENTS)
+  assert (float(state), float(total)) == (9.0, 8.0)
+  for misfit, why in _MISFITS:
+    with pytest.raises(errors.FederatedError) as caught:
+      next_fn(np.float32(1), [[1.0], misfit])
+    assert '(client 1): ' in str(caught.value)
+    assert re.search(why, str(caught.value)), str(caught.value)
+
+
 @pytest.mark.parametrize('merge_seed', [None, 3])  # Batched; per client.
 def test_a_forms_round_takes_python_element_lists_and_names_a_misfit(
     merge_seed):
   """Python numbers take the element's dtype, as in a call of the
-  process; a typed value of another dtype, another shape or a string is
-  refused naming the piece, the client and the element."""
+  process; a typed value of another dtype (which a call casts, as TFF
+  does), another shape or a string is refused naming the piece, the client
+  and the element."""
   form = tff.backends.mapreduce.get_map_reduce_form_for_computation(
-      _summing_round(with_total=True))
+      _tff_summing_round())
   state, total = tff.run_round(form, np.float32(1), [[1.0, 2], [True], []],
                                merge_seed=merge_seed)
   assert (float(state), float(total)) == (5.0, 4.0)
-  for misfit, why in (([3.0, [4.0, 5.0]], r'element 1: expected shape \(\), '
-                       r'got \(2,\)'),
-                      ([np.float64(3)], 'element 0: expected float32, got '
-                       'float64'),
-                      ([1.5, 'x'], 'element 1: expected float32, got <U1')):
+  for misfit, why in _MISFITS + (
+      ([np.float64(3)], r'element 0\b.*expected float32, got float64'),):
     with pytest.raises(errors.InvalidTypeError) as caught:
       tff.run_round(form, np.float32(1), [[1.0], misfit],
                     merge_seed=merge_seed)
