@@ -24,6 +24,7 @@ import tensorflow as tf
 
 import canonical as cf
 from canonical.saving import form_file
+import form_rounds
 
 DATA = os.path.join(os.path.dirname(__file__), '..', '..', 'data',
                     'forms_before_layout')
@@ -37,34 +38,19 @@ def _clients():
        rng.integers(0, 4, n).astype(np.int32))).batch(8) for n in (8, 16)]
 
 
-def _two_rounds(form):
-  state, client_states, results = form.initialize(), None, []
-  for _ in range(2):
-    kwargs = dict(merge_seed=1)
-    if form.has_secure_sums:
-      kwargs['secure_seed'] = 5
-    if form.has_client_state:
-      kwargs['client_states'] = client_states
-    out = cf.run_round(form, state, _clients(), **kwargs)
-    state = out[0]
-    if form.has_client_state:
-      client_states = out[2]
-    results.append(out)
-  return [np.asarray(x) for x in tf.nest.flatten(results)]
-
-
 @pytest.mark.parametrize('name', NAMES)
 def test_an_old_form_saved_again_runs_alike(name):
   old = cf.load(os.path.join(DATA, f'{name}.pb'))
   again = form_file.from_bytes(form_file.to_bytes(old), where=name)
-  for a, b in zip(_two_rounds(old), _two_rounds(again)):
+  for a, b in zip(form_rounds.run_rounds(old, _clients),
+                  form_rounds.run_rounds(again, _clients)):
     np.testing.assert_array_equal(a, b)
 
 
 @pytest.mark.parametrize('name', NAMES)
 def test_an_old_form_runs_as_it_ran(name):
   form = cf.load(os.path.join(DATA, f'{name}.pb'))
-  actual = _two_rounds(form)
+  actual = form_rounds.run_rounds(form, _clients)
   recorded = sorted(glob.glob(os.path.join(DATA, f'{name}.expected*.npz')))
   assert len(recorded) == 2
   mismatches = []
