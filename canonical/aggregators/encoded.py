@@ -217,14 +217,26 @@ class EncodedSumFactory(factory.UnweightedAggregationFactory):
 
   The process's state is `(encoder states, one per tensor, round number)`
   (the round seeds the encoders' noise, purely); measurements are empty.
+
+  `error_feedback=True` (our extension of TFF's API): each client keeps, as
+  client state, what its lossy encodings have dropped so far, one residual
+  per tensor, and adds it to the next value it encodes
+  (`te.core.ErrorFeedback`). The process then has a
+  `client_state_initializer` (zeros like the value), and so does a learning
+  algorithm built with it.
   """
 
-  def __init__(self, encoder_fn):
+  def __init__(self, encoder_fn, *, error_feedback=False):
     if not callable(encoder_fn):
       raise errors.InvalidTypeError(
           f'EncodedSumFactory: encoder_fn must be a function of a '
           f'tf.TensorSpec, got {type(encoder_fn).__name__}.')
+    if not isinstance(error_feedback, bool):
+      raise errors.InvalidTypeError(
+          f'EncodedSumFactory: error_feedback must be a bool, got '
+          f'{error_feedback!r}.')
     self._encoder_fn = encoder_fn
+    self._error_feedback = error_feedback
 
   @classmethod
   def quantize_above_threshold(cls, quantization_bits=8, threshold=20000,
@@ -232,8 +244,10 @@ class EncodedSumFactory(factory.UnweightedAggregationFactory):
     """Uniform quantization to `quantization_bits` bits of every tensor with
     more than `threshold` elements; smaller tensors are summed as they are.
     `kwargs` go to `te.encoders.uniform_quantization` (here: `stochastic`,
-    `seed`)."""
+    `seed`), except `error_feedback`, the constructor's (TFF's signature
+    kept: its keywords end in **kwargs)."""
     where = 'EncodedSumFactory.quantize_above_threshold'
+    error_feedback = kwargs.pop('error_feedback', False)
     if isinstance(quantization_bits, bool) or not isinstance(
         quantization_bits, int) or not 1 <= quantization_bits <= 16:
       raise errors.InvalidValueError(
@@ -252,7 +266,7 @@ class EncodedSumFactory(factory.UnweightedAggregationFactory):
             spec)
       return te_encoders.as_gather_encoder(te_encoders.identity(), spec)
 
-    return cls(encoder_fn)
+    return cls(encoder_fn, error_feedback=error_feedback)
 
   def create(self, value_type):
     where = 'EncodedSumFactory.create'
@@ -262,20 +276,28 @@ class EncodedSumFactory(factory.UnweightedAggregationFactory):
     encoded = EncodedSum(
         value_type, encoders, prepare=lambda value: (value, ()),
         input_specs=(value_type,), extra_spec=(),
-        finish=lambda sums, _: tf.nest.pack_sequence_as(value_type, sums))
+        finish=lambda sums, _: tf.nest.pack_sequence_as(value_type, sums),
+        error_feedback=self._error_feedback)
     state_spec = encoded.state_spec
 
     @computations.federated_computation()
     def init_fn():
       return intrinsics.federated_eval(encoded.initialize, ft.SERVER)
 
-    @computations.federated_computation(ft.server(state_spec),
-                                        ft.clients(value_type))
-    def next_fn(state, value):
-      new_state, total = encoded.next(state, (value,))
-      return measured.MeasuredProcessOutput(
-          new_state, total, sum_factory.empty_at_server())
+    def step(state, value, client_state=None):
+      new_state, total, *residual = encoded.next(state, (value,),
+                                                 client_state)
+      return measured.output(new_state, total, sum_factory.empty_at_server(),
+                             *residual)
 
-    process = aggregation_process.AggregationProcess(init_fn, next_fn)
+    client_state_initializer = None
+    if self._error_feedback:
+      client_state_initializer = tf_computation(encoded.initial_residual)
+    next_fn = aggregation_process.next_computation(
+        step, [('state', ft.server(state_spec)),
+               ('value', ft.clients(value_type))],
+        value_type if self._error_feedback else None)
+    process = aggregation_process.AggregationProcess(
+        init_fn, next_fn, client_state_initializer=client_state_initializer)
     process.encoders = encoders
     return process

@@ -7,7 +7,6 @@ means, while the learning process still hands it each client's weight.
 """
 
 from canonical.aggregators import factory
-from canonical.core import computations
 from canonical.core import types as ft
 from canonical.templates import aggregation_process
 
@@ -26,16 +25,20 @@ class _UnweightedAsWeighted(factory.WeightedAggregationFactory):
     if weight_type != ():  # TFF's k-means gives no weight at all.
       weight_type = factory.value_type_of(weight_type, where, 'weight_type')
     process = self._factory.create(value_type)
-    state_type, placed_value_type = process.next.parameter_types
+    state_type, placed_value_type = process.next.parameter_types[:2]
 
-    @computations.federated_computation(state_type, placed_value_type,
-                                        ft.clients(weight_type))
-    def next_fn(state, value, weight):
+    def step(state, value, weight, client_state=None):
       del weight  # Every client counts the same.
-      return process.next(state, value)
+      return aggregation_process.call_next(process, state, value,
+                                           client_state=client_state)
 
-    return aggregation_process.AggregationProcess(process.initialize,
-                                                  next_fn)
+    next_fn = aggregation_process.next_computation(
+        step, [('state', state_type), ('value', placed_value_type),
+               ('weight', ft.clients(weight_type))],
+        process.client_state_type)
+    return aggregation_process.AggregationProcess(
+        process.initialize, next_fn,
+        client_state_initializer=process.client_state_initializer)
 
 
 def as_weighted_aggregator(unweighted_aggregator):

@@ -5,6 +5,8 @@ The state and measurements are the inner processes': MeanFactory's are
 `OrderedDict(value_sum_process=..., weight_sum_process=...)` and
 `OrderedDict(mean_value=..., mean_weight=...)`; UnweightedMeanFactory's
 `(value sum's, count sum's)` and `OrderedDict(mean_value=..., mean_count=...)`.
+A value sum keeping client state (error feedback) makes a mean that keeps
+it: the clients' state passes through.
 """
 
 import collections
@@ -29,6 +31,14 @@ def _inner(inner_factory, where, what):
     return sum_factory.SumFactory()
   return factory.check_factory(
       inner_factory, (factory.UnweightedAggregationFactory,), where, what)
+
+
+def _stateless_at_clients(process, where, what):
+  if process.has_client_state:
+    raise errors.FederatedError(
+        f'{where}: the {what} keeps client state; only the value sum may '
+        '(its client state is the mean\'s).')
+  return process
 
 
 def _weigh(value, weight):
@@ -68,7 +78,9 @@ class MeanFactory(factory.WeightedAggregationFactory):
     value_type = factory.float_value_type(value_type, where)
     weight_type = factory.value_type_of(weight_type, where, 'weight_type')
     value_sum = self._value_sum_factory.create(value_type)
-    weight_sum = self._weight_sum_factory.create(weight_type)
+    weight_sum = _stateless_at_clients(
+        self._weight_sum_factory.create(weight_type), where,
+        'weight_sum_factory')
     weigh = specs.tf_computation(_weigh, value_type, weight_type)
     divide = specs.tf_computation(
         _divide_no_nan if self._no_nan_division else _divide,
@@ -80,12 +92,11 @@ class MeanFactory(factory.WeightedAggregationFactory):
           value_sum_process=value_sum.initialize(),
           weight_sum_process=weight_sum.initialize()))
 
-    @computations.federated_computation(init_fn.type_signature.result,
-                                        ft.clients(value_type),
-                                        ft.clients(weight_type))
-    def next_fn(state, value, weight):
+    def step(state, value, weight, client_state=None):
       weighted = intrinsics.federated_map(weigh, (value, weight))
-      value_output = value_sum.next(state['value_sum_process'], weighted)
+      value_output = aggregation_process.call_next(
+          value_sum, state['value_sum_process'], weighted,
+          client_state=client_state)
       weight_output = weight_sum.next(state['weight_sum_process'], weight)
       mean = intrinsics.federated_map(
           divide, (value_output.result, weight_output.result))
@@ -95,11 +106,19 @@ class MeanFactory(factory.WeightedAggregationFactory):
       measurements = collections.OrderedDict(
           mean_value=value_output.measurements,
           mean_weight=weight_output.measurements)
-      return measured.MeasuredProcessOutput(
+      return measured.output(
           intrinsics.federated_zip(new_state), mean,
-          intrinsics.federated_zip(measurements))
+          intrinsics.federated_zip(measurements),
+          measured.client_state_of(value_output))
 
-    return aggregation_process.AggregationProcess(init_fn, next_fn)
+    next_fn = aggregation_process.next_computation(
+        step, [('state', init_fn.type_signature.result),
+               ('value', ft.clients(value_type)),
+               ('weight', ft.clients(weight_type))],
+        value_sum.client_state_type)
+    return aggregation_process.AggregationProcess(
+        init_fn, next_fn,
+        client_state_initializer=value_sum.client_state_initializer)
 
 
 class UnweightedMeanFactory(factory.UnweightedAggregationFactory):
@@ -114,11 +133,13 @@ class UnweightedMeanFactory(factory.UnweightedAggregationFactory):
                                      'count_sum_factory')
 
   def create(self, value_type):
-    value_type = factory.float_value_type(value_type,
-                                          'UnweightedMeanFactory.create')
+    where = 'UnweightedMeanFactory.create'
+    value_type = factory.float_value_type(value_type, where)
     count_type = tf.TensorSpec([], tf.int32)
     value_sum = self._value_sum_factory.create(value_type)
-    count_sum = self._count_sum_factory.create(count_type)
+    count_sum = _stateless_at_clients(
+        self._count_sum_factory.create(count_type), where,
+        'count_sum_factory')
     divide = specs.tf_computation(_divide, value_sum.result_type,
                                   count_sum.result_type)
 
@@ -127,11 +148,10 @@ class UnweightedMeanFactory(factory.UnweightedAggregationFactory):
       return intrinsics.federated_zip(
           (value_sum.initialize(), count_sum.initialize()))
 
-    @computations.federated_computation(init_fn.type_signature.result,
-                                        ft.clients(value_type))
-    def next_fn(state, value):
+    def step(state, value, client_state=None):
       value_state, count_state = state
-      value_output = value_sum.next(value_state, value)
+      value_output = aggregation_process.call_next(
+          value_sum, value_state, value, client_state=client_state)
       count_output = count_sum.next(
           count_state, intrinsics.federated_value(1, ft.CLIENTS))
       mean = intrinsics.federated_map(
@@ -139,8 +159,15 @@ class UnweightedMeanFactory(factory.UnweightedAggregationFactory):
       measurements = collections.OrderedDict(
           mean_value=value_output.measurements,
           mean_count=count_output.measurements)
-      return measured.MeasuredProcessOutput(
+      return measured.output(
           intrinsics.federated_zip((value_output.state, count_output.state)),
-          mean, intrinsics.federated_zip(measurements))
+          mean, intrinsics.federated_zip(measurements),
+          measured.client_state_of(value_output))
 
-    return aggregation_process.AggregationProcess(init_fn, next_fn)
+    next_fn = aggregation_process.next_computation(
+        step, [('state', init_fn.type_signature.result),
+               ('value', ft.clients(value_type))],
+        value_sum.client_state_type)
+    return aggregation_process.AggregationProcess(
+        init_fn, next_fn,
+        client_state_initializer=value_sum.client_state_initializer)

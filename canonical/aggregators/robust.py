@@ -150,16 +150,15 @@ class _Bounded:
           names, (norm_process.initialize(), inner.initialize(),
                   counter.initialize()))))
 
-    def step(state, value, weight=None):
+    def step(state, value, weight=None, client_state=None):
       norm_state, inner_state, count_state = (state[n] for n in names)
       norm = norm_process.report(norm_state)
       bounded, norms, was_bounded = intrinsics.federated_map(
           bound, (value, intrinsics.federated_broadcast(norm)))
       new_norm_state = norm_process.next(norm_state, norms)
-      if weight is None:
-        output = inner.next(inner_state, bounded)
-      else:
-        output = inner.next(inner_state, bounded, weight)
+      weights = () if weight is None else (weight,)
+      output = aggregation_process.call_next(
+          inner, inner_state, bounded, *weights, client_state=client_state)
       count = counter.next(count_state, was_bounded)
       new_state = collections.OrderedDict(zip(
           names, (new_norm_state, output.state, count.state)))
@@ -167,24 +166,20 @@ class _Bounded:
           (f'{prefix}ing', output.measurements),
           (f'{prefix}ing_norm', norm),
           (f'{prefix}ed_count', count.result)))
-      return measured.MeasuredProcessOutput(
+      return measured.output(
           intrinsics.federated_zip(new_state), output.result,
-          intrinsics.federated_zip(measurements))
+          intrinsics.federated_zip(measurements),
+          measured.client_state_of(output))
 
-    state_type = init_fn.type_signature.result
-    if weight_type is None:
-
-      @computations.federated_computation(state_type, ft.clients(value_type))
-      def next_fn(state, value):
-        return step(state, value)
-    else:
-
-      @computations.federated_computation(state_type, ft.clients(value_type),
-                                          ft.clients(weight_type))
-      def next_fn(state, value, weight):  # pylint: disable=function-redefined
-        return step(state, value, weight)
-
-    return aggregation_process.AggregationProcess(init_fn, next_fn)
+    parameters = [('state', init_fn.type_signature.result),
+                  ('value', ft.clients(value_type))]
+    if weight_type is not None:
+      parameters.append(('weight', ft.clients(weight_type)))
+    next_fn = aggregation_process.next_computation(step, parameters,
+                                                   inner.client_state_type)
+    return aggregation_process.AggregationProcess(
+        init_fn, next_fn,
+        client_state_initializer=inner.client_state_initializer)
 
 
 class WeightedRobustFactory(factory.WeightedAggregationFactory):

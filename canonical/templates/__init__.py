@@ -17,7 +17,9 @@ from canonical.templates.estimation_process import EstimationProcess
 from canonical.templates.iterative_process import IterativeProcess
 from canonical.templates.measured import MeasuredProcess
 from canonical.templates.measured import MeasuredProcessOutput
+from canonical.templates.measured import MeasuredProcessOutputWithClientState
 
 __all__ = ['AggregationProcess', 'EstimationProcess', 'IterativeProcess',
            'MeasuredProcess', 'MeasuredProcessOutput',
+           'MeasuredProcessOutputWithClientState',
            'chain_measured_processes', 'concatenate_measured_processes']

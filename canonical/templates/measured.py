@@ -35,6 +35,32 @@ class MeasuredProcessOutput(NamedTuple):
   measurements: object
 
 
+class MeasuredProcessOutputWithClientState(NamedTuple):
+  """What the `next` of a process keeping state at each client returns (our
+  extension of TFF's API, e.g. error feedback's residuals): TFF's three
+  fields, then each client's new `client_state` (placed at CLIENTS)."""
+  state: object
+  result: object
+  measurements: object
+  client_state: object
+
+
+OUTPUTS = (MeasuredProcessOutput, MeasuredProcessOutputWithClientState)
+
+
+def output(state, result, measurements, client_state=None):
+  """The output of a `next`, with the clients' new state when there is one."""
+  if client_state is None:
+    return MeasuredProcessOutput(state, result, measurements)
+  return MeasuredProcessOutputWithClientState(state, result, measurements,
+                                              client_state)
+
+
+def client_state_of(output):
+  """The clients' new state in a `next`'s output (None if it keeps none)."""
+  return getattr(output, 'client_state', None)
+
+
 def parameter_types(computation, where):
   """The types of `computation`'s parameters, one per Python parameter."""
   if isinstance(computation, computations.FederatedComputation):
@@ -154,7 +180,7 @@ class MeasuredProcess:
     self._state_type = state_type_of(initialize_fn, next_fn,
                                      next_is_multi_arg, where)
     result = result_type(next_fn)
-    if not isinstance(result, MeasuredProcessOutput):
+    if not isinstance(result, OUTPUTS):
       raise errors.FederatedError(
           f'{where}: next_fn must return a MeasuredProcessOutput(state, '
           f'result, measurements), it returns {describe_type(result)}.')

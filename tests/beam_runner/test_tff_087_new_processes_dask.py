@@ -2,7 +2,8 @@
 Lite, k-means, Federated Reconstruction, a FunctionalModel written as TFF's
 docs write one, a rotation aggregator over secure sums, heavy hitters),
 compiled, saved and run by the Beam runner on a local Dask cluster of two
-workers, with the results of their local run (`process.next`). Their
+workers, with the results of their local run (`process.next`); and TFF's
+FedAvg with error feedback, each client's residual kept by the workers. Their
 in-process Beam runs are in the tests beside this one."""
 
 import numpy as np
@@ -12,7 +13,9 @@ import tensorflow as tf
 import analytics_examples
 import beam_runner
 from beam_runner import engines
+from beam_runner import testing
 import canonical as tff
+import error_feedback_examples
 import functional_model_examples
 import tff_087_examples as example
 
@@ -95,3 +98,14 @@ def test_new_processes_on_dask_match_their_local_rounds(name, cluster,
                          tf.nest.flatten(state)):
     np.testing.assert_allclose(dask, local, rtol=1e-5, atol=1e-6)
   assert metrics == aggregators_beam._flat(local_metrics)  # pylint: disable=protected-access
+
+
+@pytest.mark.slow
+def test_fed_avg_with_error_feedback_on_dask_keeps_each_residual(cluster,
+                                                                tmp_path):
+  testing.assert_rounds_match(
+      error_feedback_examples.fed_avg(), error_feedback_examples.client_data(),
+      rounds=2, clients_per_round=3, output_dir=str(tmp_path / 'run'),
+      rtol=1e-5, atol=1e-6, pipeline_options={
+          'runner': 'DaskRunner',
+          'dask_client_address': cluster.scheduler_address})

@@ -27,6 +27,7 @@ from canonical.learning.templates.finalizers import reject_non_finite_update
 from canonical.learning.templates.learning_process import LearningAlgorithmState
 from canonical.learning.templates.learning_process import LearningProcess
 from canonical.learning.templates.learning_process import LearningProcessOutput
+from canonical.learning.templates.learning_process import LearningProcessOutputWithClientState  # pylint: disable=line-too-long
 from canonical.learning.templates.learning_process import model_weights_computations  # pylint: disable=line-too-long
 from canonical.learning.templates.model_delta import build_functional_model_delta_client_work  # pylint: disable=line-too-long
 from canonical.learning.templates.model_delta import build_model_delta_client_work  # pylint: disable=line-too-long
@@ -34,7 +35,8 @@ from canonical.learning.templates.model_delta import build_model_delta_client_wo
 __all__ = [
     'ClientResult', 'ClientWorkProcess', 'DistributionProcess',
     'FinalizerProcess', 'LearningAlgorithmState', 'LearningProcess',
-    'LearningProcessOutput', 'build_apply_optimizer_finalizer',
+    'LearningProcessOutput', 'LearningProcessOutputWithClientState',
+    'build_apply_optimizer_finalizer',
     'build_broadcast_process', 'build_functional_model_delta_client_work',
     'build_model_delta_client_work', 'compose_learning_process',
     'model_weights_computations', 'reject_non_finite_update',

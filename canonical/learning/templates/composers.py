@@ -8,7 +8,9 @@ building blocks of a learning algorithm, wired as TFF wires them.
 
 The state is `LearningAlgorithmState` (the weights and each block's state);
 the metrics `OrderedDict(distributor=, client_work=, aggregator=,
-finalizer=)`, each block's measurements. Every block's `next` is inlined
+finalizer=)`, each block's measurements. An aggregator keeping state at each
+client (error feedback; our extension) makes a process that keeps it:
+`next(state, client_data, client_state)`. Every block's `next` is inlined
 into the round, so the composed process compiles to one form.
 """
 
@@ -56,14 +58,14 @@ def compose_learning_process(initial_model_weights_fn,
 
   state_type = init_fn.type_signature.result
 
-  @computations.federated_computation(state_type, data_type)
-  def next_fn(state, client_data):
+  def step(state, client_data, client_state=None):
     distributed = distributor.next(state.distributor,
                                    state.global_model_weights)
     worked = client_work.next(state.client_work, distributed.result,
                               client_data)
-    aggregated = aggregator.next(state.aggregator, worked.result.update,
-                                 worked.result.update_weight)
+    aggregated = aggregation_process.call_next(
+        aggregator, state.aggregator, worked.result.update,
+        worked.result.update_weight, client_state=client_state)
     finalized = finalizer.next(state.finalizer, state.global_model_weights,
                                aggregated.result)
     new_state = intrinsics.federated_zip(LearningAlgorithmState(
@@ -74,7 +76,14 @@ def compose_learning_process(initial_model_weights_fn,
         client_work=worked.measurements,
         aggregator=aggregated.measurements,
         finalizer=finalized.measurements))
-    return learning_process.LearningProcessOutput(new_state, metrics)
+    if client_state is None:
+      return learning_process.LearningProcessOutput(new_state, metrics)
+    return learning_process.LearningProcessOutputWithClientState(
+        new_state, metrics, measured.client_state_of(aggregated))
+
+  next_fn = aggregation_process.next_computation(
+      step, [('state', state_type), ('client_data', data_type)],
+      aggregator.client_state_type)
 
   state_member = specs.plain(state_type.member)
   get_weights, set_weights = learning_process.model_weights_computations(
@@ -98,7 +107,8 @@ def compose_learning_process(initial_model_weights_fn,
       set_hparams, state_member, specs.plain(get_hparams_fn.result_spec))
   return learning_process.LearningProcess(
       init_fn, next_fn, get_weights, set_weights,
-      get_hparams_fn=get_hparams_fn, set_hparams_fn=set_hparams_fn)
+      get_hparams_fn=get_hparams_fn, set_hparams_fn=set_hparams_fn,
+      client_state_initializer=aggregator.client_state_initializer)
 
 
 def _check(initial_model_weights_fn, distributor, client_work, aggregator,

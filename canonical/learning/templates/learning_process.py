@@ -25,24 +25,39 @@ class LearningProcessOutput(NamedTuple):
   metrics: Any
 
 
+class LearningProcessOutputWithClientState(NamedTuple):
+  """What `next` returns when the process keeps state at each client (an
+  aggregator's, as error feedback's residuals; our extension of TFF's API):
+  TFF's two fields, then the clients' new `client_state`."""
+  state: Any
+  metrics: Any
+  client_state: Any
+
+
 class LearningProcess(iterative_process.IterativeProcess):
   """TFF's `LearningProcess(initialize_fn, next_fn, get_model_weights,
   set_model_weights, *, get_hparams_fn=None, set_hparams_fn=None)`:
   `next(state, client_data) -> LearningProcessOutput`; the other four are
   tf_computations on the (unplaced) state. Without hparams functions the
   process has none: `get_hparams` gives an empty OrderedDict and
-  `set_hparams` the state as it was."""
+  `set_hparams` the state as it was.
+
+  With `client_state_initializer` (our extension), `next(state, client_data,
+  client_state)` returns `LearningProcessOutputWithClientState`."""
 
   def __init__(self, initialize_fn, next_fn, get_model_weights,
                set_model_weights, *, get_hparams_fn=None, set_hparams_fn=None,
-               encoders=None):
-    super().__init__(initialize_fn, next_fn, encoders=encoders)
+               encoders=None, client_state_initializer=None):
+    super().__init__(initialize_fn, next_fn, encoders=encoders,
+                     client_state_initializer=client_state_initializer)
     where = checks.located('LearningProcess')
     result = self.next.trace().result
-    if not isinstance(result, LearningProcessOutput):
+    output = (LearningProcessOutputWithClientState if self.has_client_state
+              else LearningProcessOutput)
+    if not isinstance(result, output):
       raise errors.FederatedError(
-          f'{where}: next must return a LearningProcessOutput(state, '
-          f'metrics), got {type(result).__name__}.')
+          f'{where}: next must return a {output.__name__}('
+          f'{", ".join(output._fields)}), got {type(result).__name__}.')
     state_spec = specs.plain(self.state_spec)
     checks.state_function(get_model_weights, state_spec, where,
                           'get_model_weights', 1)
