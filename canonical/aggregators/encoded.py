@@ -1,25 +1,22 @@
 """Encoded sums: clients' values summed at the server through lossy
 `GatherEncoder`s, tensor by tensor; TensorFlow Federated's `EncodedSumFactory`.
 
-`EncodedSum` holds the machinery that both `EncodedSumFactory` and the
-encoded weighted mean (`mean.build_encoded_mean_process`) run. The round is
-split as the canonical form runs it:
+`EncodedSum` holds the machinery `EncodedSumFactory` runs (the encoded
+means are `MeanFactory` over it). The round is split as the canonical form
+runs it:
 
 - prepare (server): `get_params` from the encoder state; what clients need is
   broadcast (C): the encode params (plus the decode params with error
   feedback, since such a client decodes its own message).
-- work (each client): `encode` (the mean encodes `value * weight`, as TFF's
-  encoded mean does, so the sum of decoded messages divided by the sum of
-  weights is the weighted mean).
+- work (each client): `encode`.
 - accumulate / merge (aggregation tier): `decode_before_sum`, sums of the
-  part-decoded values, of plain extra tensors (the mean's weight) and of the
-  client count, and the encoder state updates folded by their
-  `StateAggregationMode`s, all in one `federated_aggregate`.
+  part-decoded values and of the client count, and the encoder state updates
+  folded by their `StateAggregationMode`s, all in one `federated_aggregate`.
 - update (server): `decode_after_sum` once, `update_state` from the
   aggregated state updates.
 
-U carries exactly what must travel: the encoded tensors, the extra tensors,
-the state update tensors and any decode-before-sum params that are tensors
+U carries exactly what must travel: the encoded tensors, the state update
+tensors and any decode-before-sum params that are tensors
 (the aggregation tier has no other input; no shipped encoder has any, so U
 holds none). Python-valued params never travel.
 """
@@ -60,19 +57,13 @@ def _aggregate_spec(mode, spec):
 
 
 class EncodedSum:
-  """The pieces of one encoded sum of values like `value_spec`.
-
-  `prepare(*inputs)` (traced at each client, `inputs` of `input_specs`)
-  returns `(value to encode, extra)`: `extra` (of `extra_spec`) is summed
-  plainly beside the encoded value. `finish(sums, extra_sum)` (at the
-  server; `sums` one decoded tensor per encoder) makes the result. With
-  `error_feedback`, each client keeps a residual per tensor (what its lossy
-  encodings have dropped so far) and adds it to the next value it encodes
-  (`te.core.ErrorFeedback`); `initial_residual` makes zeros.
+  """The pieces of one encoded sum of values like `value_spec`, one encoder
+  per tensor. With `error_feedback`, each client keeps a residual per tensor
+  (what its lossy encodings have dropped so far) and adds it to the next
+  value it encodes (`te.core.ErrorFeedback`); `initial_residual` makes zeros.
   """
 
-  def __init__(self, value_spec, encoders, prepare, input_specs, extra_spec,
-               finish, error_feedback=False):
+  def __init__(self, value_spec, encoders, error_feedback=False):
     self.value_spec = value_spec
     self.encoders = encoders
     self.error_feedback = error_feedback
@@ -99,30 +90,27 @@ class EncodedSum:
 
     self.client_params = tf_computation(params_for_clients, state_spec)
     client_params_spec = specs.plain(self.client_params.result_spec)
-    num_inputs = len(input_specs)
 
-    def encode_at_client(*args):
-      inputs = args[:num_inputs]
-      params, round_number = args[num_inputs]
-      value, extra = prepare(*inputs)
+    def encode_at_client(value, client_params, residual=None):
+      params, round_number = client_params
       flat = tf.nest.flatten(value)
       messages, updates, residuals = [], [], []
       for i, (encoder, x, p) in enumerate(zip(encoders, flat, params)):
         with seeds.noise_round(round_number):
           if error_feedback:
             encoded, update, new_residual = feedback[i].encode(
-                x, tf.nest.flatten(args[num_inputs + 1])[i], p)
+                x, tf.nest.flatten(residual)[i], p)
             residuals.append(new_residual)
           else:
             encoded, update = encoder.encode(x, p[0])
         messages.append((encoded, p[1]))
         updates.append(update)
-      message = (tuple(messages), extra, tuple(updates))
+      message = (tuple(messages), tuple(updates))
       if error_feedback:
         return message, tf.nest.pack_sequence_as(value_spec, residuals)
       return message
 
-    encode_specs = [*input_specs, client_params_spec]
+    encode_specs = [value_spec, client_params_spec]
     if error_feedback:
       encode_specs.append(value_spec)
     self.encode = tf_computation(encode_at_client, *encode_specs)
@@ -141,27 +129,24 @@ class EncodedSum:
         tuple(_aggregate_spec(mode, spec) for mode, spec in zip(
             e.state_update_aggregation_modes, e.state_update_specs))
         for e in encoders)
-    accumulator_spec = (part_spec, extra_spec, COUNT_SPEC, updates_spec)
-
-    def zeros(spec):
-      return tf.nest.map_structure(lambda s: tf.zeros(s.shape, s.dtype), spec)
+    accumulator_spec = (part_spec, COUNT_SPEC, updates_spec)
 
     def zero():
-      return (zeros(part_spec), zeros(extra_spec), tf.constant(0),
-              tuple(e.state_update_zero() for e in encoders))
+      return (tf.nest.map_structure(lambda s: tf.zeros(s.shape, s.dtype),
+                                    part_spec),
+              tf.constant(0), tuple(e.state_update_zero() for e in encoders))
 
     def accumulate(accumulator, message):
-      parts, extra, count, updates = accumulator
-      messages, client_extra, client_updates = message
-      return (_add(parts, decode_before_sum(messages)),
-              _add(extra, client_extra), count + 1,
+      parts, count, updates = accumulator
+      messages, client_updates = message
+      return (_add(parts, decode_before_sum(messages)), count + 1,
               tuple(e.accumulate_state_updates(a, u)
                     for e, a, u in zip(encoders, updates, client_updates)))
 
     def merge(a, b):
-      return (_add(a[0], b[0]), _add(a[1], b[1]), a[2] + b[2],
+      return (_add(a[0], b[0]), a[1] + b[1],
               tuple(e.merge_state_updates(x, y)
-                    for e, x, y in zip(encoders, a[3], b[3])))
+                    for e, x, y in zip(encoders, a[2], b[2])))
 
     def report(accumulator):
       return accumulator
@@ -174,7 +159,7 @@ class EncodedSum:
 
     def finish_at_server(state, total):
       encoder_states, round_number = state
-      parts, extra, count, updates = total
+      parts, count, updates = total
       sums = []
       for encoder, s, part in zip(encoders, encoder_states, parts):
         with seeds.noise_round(round_number):
@@ -182,7 +167,8 @@ class EncodedSum:
         sums.append(encoder.decode_after_sum(part, after_sum_params, count))
       new_state = tuple(e.update_state(s, u)
                         for e, s, u in zip(encoders, encoder_states, updates))
-      return (new_state, round_number + 1), finish(sums, extra)
+      return ((new_state, round_number + 1),
+              tf.nest.pack_sequence_as(value_spec, sums))
 
     self.finish = tf_computation(finish_at_server, state_spec,
                                  accumulator_spec)
@@ -192,14 +178,14 @@ class EncodedSum:
     return tf.nest.pack_sequence_as(
         self.value_spec, [f.initial_residual() for f in self._feedback])
 
-  def next(self, state, inputs, residual=None):
+  def next(self, state, value, residual=None):
     """One round, called while tracing a federated computation: `state` at
-    SERVER, `inputs` (a tuple of CLIENTS values) and, with error feedback,
-    `residual` at CLIENTS. Returns (new state, result) at SERVER, and with
-    error feedback the new residual at CLIENTS."""
+    SERVER, `value` and, with error feedback, `residual` at CLIENTS. Returns
+    (new state, sum) at SERVER, and with error feedback the new residual at
+    CLIENTS."""
     params = intrinsics.federated_broadcast(
         intrinsics.federated_map(self.client_params, state))
-    args = (*inputs, params) + ((residual,) if self.error_feedback else ())
+    args = (value, params) + ((residual,) if self.error_feedback else ())
     encoded = intrinsics.federated_map(self.encode, args)
     message, new_residual = encoded if self.error_feedback else (encoded,
                                                                  None)
@@ -273,11 +259,8 @@ class EncodedSumFactory(factory.UnweightedAggregationFactory):
     value_type = factory.value_type_of(value_type, where)
     encoders = broadcast.encoders_for(value_type, self._encoder_fn,
                                       gather_encoder.GatherEncoder, where)
-    encoded = EncodedSum(
-        value_type, encoders, prepare=lambda value: (value, ()),
-        input_specs=(value_type,), extra_spec=(),
-        finish=lambda sums, _: tf.nest.pack_sequence_as(value_type, sums),
-        error_feedback=self._error_feedback)
+    encoded = EncodedSum(value_type, encoders,
+                         error_feedback=self._error_feedback)
     state_spec = encoded.state_spec
 
     @computations.federated_computation()
@@ -285,8 +268,7 @@ class EncodedSumFactory(factory.UnweightedAggregationFactory):
       return intrinsics.federated_eval(encoded.initialize, ft.SERVER)
 
     def step(state, value, client_state=None):
-      new_state, total, *residual = encoded.next(state, (value,),
-                                                 client_state)
+      new_state, total, *residual = encoded.next(state, value, client_state)
       return measured.output(new_state, total, sum_factory.empty_at_server(),
                              *residual)
 

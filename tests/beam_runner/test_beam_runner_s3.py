@@ -1,9 +1,14 @@
 """Rounds with every file on S3 (a real S3 server, moto's, on 127.0.0.1),
 through Beam's S3 options: the same results as on local disk, in-process and
 on Dask workers, secure sums bit for bit; a run killed with SIGKILL resumes
-to the uninterrupted result; two drivers on one run directory cannot both
-commit a round, on S3 as on local disk; a missing bucket is one clear error
-before any round.
+to the uninterrupted result; two drivers (processes) on one run directory on
+S3 cannot both commit a round; a second commit of a round is refused on S3
+as on local disk; a missing bucket is one clear error before any round.
+
+The driver-process tests run on S3 only: the lock and the commit are one
+mechanism over `canonical.io`, whose create-only writes are tested on both
+storages (tests/canonical/io/test_storage.py), and their local-disk
+runs (each two drivers importing TensorFlow) took a minute of the suite.
 """
 
 import json
@@ -255,9 +260,8 @@ def place(request):
 
 
 @pytest.mark.slow
-def test_a_second_driver_stops_at_the_lock_and_touches_nothing(place,
-                                                                tmp_path):
-  form, form_path, clients, out, options = _setup(place, tmp_path)
+def test_a_second_driver_stops_at_the_lock_and_touches_nothing(s3, tmp_path):
+  form, form_path, clients, out, options = _setup(s3, tmp_path)
   # The first driver holds the lock until the second has tried it: however
   # slowly the second starts, the first cannot finish before.
   hold = tmp_path / 'second_is_done'
@@ -287,11 +291,10 @@ def test_a_second_driver_stops_at_the_lock_and_touches_nothing(place,
 
 
 @pytest.mark.slow
-def test_two_drivers_on_one_run_directory_cannot_both_commit(place,
-                                                            tmp_path):
+def test_two_drivers_on_one_run_directory_cannot_both_commit(s3, tmp_path):
   """With the lock bypassed (as when a paused driver's lease is taken
   over), commits alone keep the run whole."""
-  form, form_path, clients, out, options = _setup(place, tmp_path)
+  form, form_path, clients, out, options = _setup(s3, tmp_path)
   beam_runner.run(form_path, clients, 0, 3, out, seed=5,  # Round 0 only:
                   pipeline_options=options, progress=QUIET)  # race for 1+.
   hold = tmp_path / 'both-in-round-1'

@@ -58,9 +58,10 @@ def test_unweighted_fed_avg_keeps_the_residual_too():
 
 
 def test_the_models_are_our_older_builders_bit_for_bit():
-  """One mechanism: TFF's FedAvg with error feedback and our older builder's
-  learn the same model. The residuals differ only in sign (TFF's update is
-  initial minus trained weights, the older builder's the opposite)."""
+  """TFF's FedAvg with error feedback and our older builder's (whose encoded
+  mean is this factory) learn the same model. The residuals differ only in
+  sign (TFF's update is initial minus trained weights, the older builder's
+  the opposite)."""
   model = example.functional_model()
   older = algorithms.build_federated_averaging_process(
       model, client_optimizer_fn=lambda: learning.sgd(0.5),
