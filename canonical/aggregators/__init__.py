@@ -48,6 +48,7 @@ from canonical.aggregators.sampling import federated_sample
 from canonical.aggregators.sampling import UnweightedReservoirSamplingFactory
 from canonical.aggregators.secure import SecureSumFactory
 from canonical.aggregators.secure_mean import build_secure_mean_process
+from canonical.aggregators.secure_mean import SecureMeanFactory
 from canonical.aggregators.secure_modular import SecureModularSumFactory
 from canonical.aggregators.sum_factory import SumFactory
 
@@ -55,7 +56,8 @@ __all__ = [
     'AggregationFactory', 'DifferentiallyPrivateFactory',
     'DiscreteFourierTransformFactory', 'EncodedSumFactory',
     'HadamardTransformFactory', 'MeanFactory',
-    'PrivateQuantileEstimationProcess', 'SecureModularSumFactory',
+    'PrivateQuantileEstimationProcess', 'SecureMeanFactory',
+    'SecureModularSumFactory',
     'SecureSumFactory', 'SumFactory', 'UnweightedAggregationFactory',
     'UnweightedMeanFactory', 'UnweightedReservoirSamplingFactory',
     'WeightedAggregationFactory', 'add_measurements', 'as_weighted_aggregator',

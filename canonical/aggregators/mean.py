@@ -24,8 +24,9 @@ from encoders.core import gather_encoder
 WEIGHT_SPEC = tf.TensorSpec([], tf.float32)
 
 
-def _older_block(factory, value_spec, encoders, name):
-  """The older `MeasuredProcess` running `factory`'s weighted process."""
+def older_block(factory, value_spec, encoders, name):
+  """The older `MeasuredProcess` (`encoders` the treatment of each tensor,
+  for the form's summary) running `factory`'s weighted process."""
   process = factory.create(value_spec, WEIGHT_SPEC)
 
   def step(state, value, weight, client_state=None):
@@ -51,7 +52,7 @@ def build_weighted_mean_process(value_spec):
   weights (`MeanFactory(no_nan_division=True)`). No state."""
   value_spec = specs.check_value_spec(value_spec,
                                       'build_weighted_mean_process')
-  return _older_block(mean_factory.MeanFactory(no_nan_division=True),
+  return older_block(mean_factory.MeanFactory(no_nan_division=True),
                       value_spec, (), 'weighted_mean')
 
 
@@ -77,4 +78,4 @@ def build_encoded_mean_process(value_spec, encoder_fn, error_feedback=False):
       no_nan_division=True)
   name = ('encoded_mean_with_error_feedback' if error_feedback else
           'encoded_mean')
-  return _older_block(factory, value_spec, encoders, name)
+  return older_block(factory, value_spec, encoders, name)

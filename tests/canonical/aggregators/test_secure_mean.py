@@ -16,6 +16,7 @@ from canonical import aggregators
 from canonical.executors import local as local_runner
 
 import example_processes
+import tff_087_examples as example
 
 SPEC = {'kernel': tf.TensorSpec([40, 10], tf.float32),
         'bias': tf.TensorSpec([10], tf.float32)}
@@ -99,3 +100,25 @@ def test_the_process_describes_its_tensors():
   assert process.encoded_bits == 4 * (400 + 10)
   assert 'Hadamard-rotated, 4-bit stochastic levels' in repr(
       process.encoders[0])
+
+
+def test_the_factory_serves_tffs_fed_avg_through_secure_sums():
+  """`SecureMeanFactory` is a TFF weighted factory: its process is the older
+  block's, and TFF's FedAvg takes it as its model aggregator, its update
+  then going through secure sums."""
+  made = aggregators.SecureMeanFactory(bits=8, clip=0.05)
+  process = made.create(SPEC, tf.TensorSpec([], tf.float32))
+  assert isinstance(process, cf.templates.AggregationProcess)
+  assert process.is_weighted and not process.has_client_state
+  clients = _clients(5, 0.03)
+  values, weights = [v for v, _ in clients], [w for _, w in clients]
+  output = process.next(process.initialize(), values, weights)
+  older = aggregators.build_secure_mean_process(SPEC, bits=8, clip=0.05)
+  state, mean = older.next(older.initialize(), values, weights)
+  for a, b in zip(tf.nest.flatten((output.state, output.result)),
+                  tf.nest.flatten((state, mean))):
+    np.testing.assert_array_equal(a, b)
+  fed_avg = cf.learning.algorithms.build_weighted_fed_avg(
+      example.model_fn, cf.learning.optimizers.build_sgdm(0.1),
+      model_aggregator=aggregators.SecureMeanFactory(bits=8))
+  assert cf.compile(fed_avg).has_secure_sums
