@@ -1,11 +1,13 @@
 """TFF's `DistributionProcess`: how the server's model reaches the clients,
-as a measured process, and `build_broadcast_process`, the plain broadcast.
+as a measured process; `build_broadcast_process`, the plain broadcast, and
+(ours) `build_encoded_broadcast_process`, each tensor encoded.
 
 `next(state@SERVER, value@SERVER)` returns `MeasuredProcessOutput(
 state@SERVER, value'@CLIENTS, measurements@SERVER)`; what the clients get
 may differ from what was sent (decoded from an encoding, say).
 """
 
+from canonical import aggregators
 from canonical import errors
 from canonical.core import computations
 from canonical.core import intrinsics
@@ -50,3 +52,33 @@ def build_broadcast_process(value_type):
         intrinsics.federated_value((), ft.SERVER))
 
   return DistributionProcess(init_fn, next_fn)
+
+
+def build_encoded_broadcast_process(value_type, encoder_fn):
+  """A broadcast of `value_type` (the model weights: `tff.learning.models.
+  weights_type_from_model(model_fn)`) with each tensor encoded by
+  `encoder_fn(tf.TensorSpec)`'s `te.encoders.as_simple_encoder(...)`: the
+  server encodes, the encoded tensors travel, each client decodes. Our
+  extension of TFF's API, for `model_distributor=` of TFF's learning
+  algorithms; the state is the encoders' (and the round, which seeds their
+  noise), the measurements empty. It runs
+  `canonical.aggregators.build_encoded_broadcast_process`."""
+  where = 'build_encoded_broadcast_process'
+  value_type = ft.to_member(value_type, where)
+  encoded = aggregators.build_encoded_broadcast_process(value_type,
+                                                        encoder_fn)
+
+  @computations.federated_computation()
+  def init_fn():
+    return intrinsics.federated_eval(encoded.initialize, ft.SERVER)
+
+  @computations.federated_computation(ft.server(encoded.state_spec),
+                                      ft.server(value_type))
+  def next_fn(state, value):
+    new_state, at_clients = encoded.next(state, value)
+    return measured.MeasuredProcessOutput(
+        new_state, at_clients, intrinsics.federated_value((), ft.SERVER))
+
+  process = DistributionProcess(init_fn, next_fn)
+  process.encoders = encoded.encoders
+  return process
