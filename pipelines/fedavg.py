@@ -49,8 +49,8 @@ from pipelines import encoder_choice
 MODELS = ('cnn_28x28', 'small_8x8')
 _MODEL_FOR_SHAPE = {(28, 28, 1): 'cnn_28x28', (8, 8, 1): 'small_8x8'}
 # --tff-aggregator: TFF 0.87's model aggregators for its FedAvg
-# (`tff_aggregator`).
-TFF_AGGREGATORS = ('mean', 'compression', 'robust', 'secure')
+# (`tff_aggregator`); dp (with --noise-multiplier) runs its unweighted FedAvg.
+TFF_AGGREGATORS = ('mean', 'compression', 'robust', 'secure', 'dp')
 
 # Defaults that depend on the dataset: the digits are few (1,437 training
 # examples, ~72 per client), so each client makes more, larger steps.
@@ -108,7 +108,8 @@ class Config:
   error_feedback: bool = False
   # None: our FedAvg builder (encoders, error feedback, secure sums, DP as
   # flags). A name: TFF 0.87's build_weighted_fed_avg with that
-  # tff.learning / tff.aggregators model aggregator (TFF_AGGREGATORS).
+  # tff.learning / tff.aggregators model aggregator (TFF_AGGREGATORS); dp:
+  # build_unweighted_fed_avg with tff.learning.dp_aggregator.
   tff_aggregator: str = None
   # With secure:BITS: None (every pair of clients masks), 'auto' or an even k
   # (SecAgg+ ring neighbors; see beam_runner.run's secure_neighbors).
@@ -177,13 +178,17 @@ class Config:
     if self.tff_aggregator not in TFF_AGGREGATORS:
       raise ConfigError(f'Unknown --tff-aggregator {self.tff_aggregator!r}; '
                         f'choose one of {", ".join(TFF_AGGREGATORS)}.')
+    if self.tff_aggregator == 'dp' and not self.private:
+      raise ConfigError('--tff-aggregator dp needs --noise-multiplier (the '
+                        'round\'s total, as TFF\'s dp_aggregator takes it).')
     ours = [flag for flag, used in (
         ('--broadcast-encoder', not encoder_choice.is_identity(
             self.broadcast_encoder)),
         ('--aggregation-encoder', not encoder_choice.is_identity(
             self.aggregation_encoder)),
         ('--error-feedback', self.error_feedback),
-        ('--noise-multiplier', self.private)) if used]
+        ('--noise-multiplier', self.private and self.tff_aggregator != 'dp'),
+        ('--adaptive-clip', self.adaptive_clip)) if used]
     if ours:
       raise ConfigError(f'--tff-aggregator builds TFF\'s FedAvg, which takes '
                         f'its compression from the aggregator; drop '
@@ -221,6 +226,8 @@ class Config:
     return min(1.0, self.clients_per_round / self.num_clients)
 
   def round_noise_multiplier(self):
+    if self.tff_aggregator == 'dp':  # TFF's: the round's total already.
+      return self.noise_multiplier
     from canonical import aggregators  # pylint: disable=g-import-not-at-top
     return aggregators.round_noise_multiplier(
         self.noise_multiplier, self.clients_per_round, self.adaptive_clip)
@@ -251,6 +258,10 @@ class Config:
                         'fixed by the clip); use a fixed --clip.')
     try:
       privacy.check_noise_multiplier(self.noise_multiplier)
+      if self.tff_aggregator == 'dp':  # Its count's noise must leave room.
+        from canonical.aggregators import differential_privacy  # pylint: disable=g-import-not-at-top
+        differential_privacy.adaptive_clip_noise_params(
+            self.noise_multiplier, self.clients_per_round)
       privacy.check_delta(self.delta)
       if not self.clip > 0:
         raise errors.InvalidValueError(
@@ -320,7 +331,7 @@ def build_process(config, model, noise_seed=None):
   the noise from `noise_seed`, a secret one drawn now if None), or TFF's
   with the config's TFF aggregator."""
   if config.tff_aggregator is not None:
-    return _tff_process(config, model)
+    return _tff_process(config, model, noise_seed)
   from canonical import learning  # pylint: disable=g-import-not-at-top
   from canonical.learning import algorithms  # pylint: disable=g-import-not-at-top
   from canonical.learning import framework  # pylint: disable=g-import-not-at-top
@@ -370,8 +381,10 @@ def build_process(config, model, noise_seed=None):
       aggregation_process=aggregation_process, client_epochs=config.epochs)
 
 
-def _tff_process(config, model):
-  """TFF 0.87's `build_weighted_fed_avg` with the config's aggregator."""
+def _tff_process(config, model, noise_seed=None):
+  """TFF 0.87's `build_weighted_fed_avg` with the config's aggregator; for
+  dp, `build_unweighted_fed_avg` with `dp_aggregator` (DP's mean counts each
+  client once), its noise from `noise_seed`."""
   from canonical import learning  # pylint: disable=g-import-not-at-top
   from canonical.learning import algorithms  # pylint: disable=g-import-not-at-top
   tff_optimizers = learning.optimizers
@@ -380,15 +393,23 @@ def _tff_process(config, model):
   else:
     server_optimizer = tff_optimizers.build_sgdm(
         config.server_lr, config.server_momentum or None)
+  client_optimizer = tff_optimizers.build_sgdm(config.client_lr)
+  if config.tff_aggregator == 'dp':
+    return algorithms.build_unweighted_fed_avg(
+        model, client_optimizer_fn=client_optimizer,
+        server_optimizer_fn=server_optimizer,
+        model_aggregator=learning.dp_aggregator(
+            config.noise_multiplier, config.clients_per_round,
+            seed=noise_seed))
   return algorithms.build_weighted_fed_avg(
-      model,
-      client_optimizer_fn=tff_optimizers.build_sgdm(config.client_lr),
+      model, client_optimizer_fn=client_optimizer,
       server_optimizer_fn=server_optimizer,
       model_aggregator=tff_aggregator(config.tff_aggregator)())
 
 
 def tff_aggregator(name):
-  """The factory builder --tff-aggregator NAME names."""
+  """The factory builder a weighted --tff-aggregator NAME names (dp's
+  takes the noise: `_tff_process`)."""
   from canonical import aggregators  # pylint: disable=g-import-not-at-top
   from canonical import learning  # pylint: disable=g-import-not-at-top
   return {'mean': aggregators.MeanFactory,
@@ -578,6 +599,10 @@ def _curve(outcomes):
 
 def _aggregation(config):
   """How the updates are aggregated, in words, for the run's header."""
+  if config.tff_aggregator == 'dp':
+    return (f"TFF's unweighted FedAvg with its dp aggregator (noise "
+            f'multiplier {config.noise_multiplier:g}, adaptive clip, Poisson '
+            f'sampling q={config.sampling_probability:g})')
   if config.tff_aggregator is not None:
     return f"TFF's FedAvg with the {config.tff_aggregator} aggregator"
   if config.private:
@@ -686,7 +711,9 @@ def build_parser(prog='python -m pipelines.fedavg'):
       '--tff-aggregator', choices=sorted(TFF_AGGREGATORS), default=None,
       help='build TFF 0.87\'s build_weighted_fed_avg with this model '
       'aggregator (tff.learning.compression_aggregator(), ...) instead of '
-      'our builder and its encoder flags')
+      'our builder and its encoder flags; dp: build_unweighted_fed_avg with '
+      'tff.learning.dp_aggregator(--noise-multiplier, --clients-per-round), '
+      'epsilon reported each round')
   compress.add_argument('--error-feedback', action='store_true',
                         help='each client keeps what its aggregation encoder '
                         'dropped and adds it to its next update')

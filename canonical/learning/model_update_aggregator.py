@@ -90,13 +90,15 @@ def compression_aggregator(*, zeroing=True, clipping=True, weighted=True,
   return _wrapped(aggregator, zeroing, clipping)
 
 
-def dp_aggregator(noise_multiplier, clients_per_round, zeroing=True):
+def dp_aggregator(noise_multiplier, clients_per_round, zeroing=True, *,
+                  seed=None):
   """DP-FedAvg's mean with an adaptive clip
   (`DifferentiallyPrivateFactory.gaussian_adaptive`), with adaptive zeroing
-  outside it."""
+  outside it. `seed` (not in TFF) fixes the noise: the main job keeps one
+  per run, so that a resumed run rebuilds the same form."""
   dp_factory = differential_privacy.DifferentiallyPrivateFactory
   aggregator = dp_factory.gaussian_adaptive(noise_multiplier,
-                                            clients_per_round)
+                                            clients_per_round, seed=seed)
   return _zeroing(aggregator) if zeroing else aggregator
 
 

@@ -193,6 +193,13 @@ def test_a_refused_run_leaves_nothing_that_refuses_its_corrected_rerun(
     ({'tff_aggregator': 'compression', 'aggregation_encoder': 'drive'},
      "drop --aggregation-encoder \\(our builder's flags\\)"),
     ({'tff_aggregator': 'mean', 'epochs': 3}, '--epochs is 3'),
+    ({'tff_aggregator': 'dp'}, '--tff-aggregator dp needs --noise-multiplier'),
+    ({'tff_aggregator': 'mean', 'noise_multiplier': 0.5},
+     'drop --noise-multiplier'),
+    ({'tff_aggregator': 'dp', 'noise_multiplier': 0.4, 'adaptive_clip': True},
+     'drop --adaptive-clip'),
+    ({'tff_aggregator': 'dp', 'noise_multiplier': 1.0},
+     'clipped_count_stddev = 0.25 .* is too low'),
 ])
 def test_bad_flags_are_refused_before_any_work(tmp_path, fields, message):
   with pytest.raises(fedavg.ConfigError, match=message):
@@ -482,6 +489,30 @@ def test_dp_fedavg_through_secure_aggregation(tmp_path, monkeypatch):
       'federated_secure_modular_sum']
   assert all(np.isfinite(p['accuracy']) for p in result.curve
              if 'accuracy' in p)
+
+
+@pytest.mark.slow
+def test_tffs_dp_aggregator_is_the_job_with_its_epsilon(tmp_path):
+  """--tff-aggregator dp: TFF's unweighted FedAvg with its dp_aggregator,
+  clients sampled by Poisson, epsilon at the round's total noise multiplier
+  (TFF's convention) after each round; a rerun resumes on the same form (the
+  run's noise seed is kept beside it)."""
+  lines = []
+  config = _config(tmp_path, tff_aggregator='dp', noise_multiplier=0.4,
+                   rounds=2, eval_every=2)
+  result = fedavg.run_experiment(config, print_fn=lines.append)
+  assert "TFF's unweighted FedAvg with its dp aggregator (noise multiplier " \
+      '0.4, adaptive clip, Poisson sampling q=0.5)' in lines[0]
+  epsilons = [p['epsilon'] for p in result.curve]
+  assert epsilons == pytest.approx(
+      [canonical.privacy.epsilon(0.4, 0.5, r, 1e-5) for r in (1, 2)])
+  state = result.form.initialize()
+  query = state.aggregator['inner_agg']['query_state']
+  assert 'quantile_estimator_state' in query['numerator_state']
+  config.rounds = 3
+  again = fedavg.run_experiment(config, print_fn=lines.append)
+  assert [p['round'] for p in again.curve] == [1, 2, 3]
+  assert 'resuming after round 2' in ''.join(lines)
 
 
 @pytest.mark.slow
