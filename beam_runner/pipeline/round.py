@@ -115,8 +115,10 @@ def worker_id():
   return f'{socket.gethostname()}:{os.getpid()}'
 
 
-class _FormFn(steps.AnyOutput):
-  """Mixin: the form, obtained once per worker process."""
+class FormFn(steps.AnyOutput):
+  """Mixin of every step that runs a form's piece (here, and the secure
+  round's in `beam_runner.secure.round`): the form, obtained once per worker
+  process from its source, never pickled with the step."""
 
   _TRANSIENT = ('_form',)
 
@@ -184,7 +186,7 @@ _BROADCAST = {}  # The last round's C in this process: path and tensors.
 _BROADCAST_LOCK = threading.Lock()
 
 
-class WorkFn(_FormFn, beam.DoFn):
+class WorkFn(FormFn, beam.DoFn):
   """A batch of clients: <D, C> -> <U, Y> each; yields one partial
   aggregate. Y's client state and per-client outputs are written to the
   attempt (the outputs in part files: `worker_io/client_outputs.py`)."""
@@ -422,7 +424,7 @@ def _message(error):
   return f'{type(error).__name__}: {text[:300]}'
 
 
-class AggregateFn(_FormFn, beam.CombineFn):
+class AggregateFn(FormFn, beam.CombineFn):
   """Merges partial aggregates (the form's merge) into one."""
 
   def __init__(self, source):
@@ -458,7 +460,7 @@ class AggregateFn(_FormFn, beam.CombineFn):
     return PartialCoder()
 
 
-class UpdateFn(_FormFn, beam.DoFn):
+class UpdateFn(FormFn, beam.DoFn):
   """<S, R> -> <S', X>: writes S' and the round's outcome; then prepares the
   next round of the plan, if any, and emits its batches."""
 

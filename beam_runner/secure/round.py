@@ -461,7 +461,7 @@ def _held_fields(masking):
                    for u, (seed, key) in masking.held_shares.items()]}
 
 
-class _ClientStepFn(round_pipeline._FormFn, beam.DoFn):  # pylint: disable=protected-access
+class _ClientStepFn(round_pipeline.FormFn, beam.DoFn):
   """A client step over a batch (its key, its tasks: see
   `_ServerStepFn._batches`): writes the batch's messages to one file of the
   attempt and yields its path (a round of n clients sends n*k shares: they
@@ -592,7 +592,7 @@ def _drop_masking(stats, client_id, error):
                            round_pipeline._message(error)])  # pylint: disable=protected-access
 
 
-class MaskedSumFn(round_pipeline._FormFn, beam.CombineFn):  # pylint: disable=protected-access
+class MaskedSumFn(round_pipeline.FormFn, beam.CombineFn):
   """The aggregation tier's part: the form's merge of plain partials, and
   masked inputs added modulo m; it never sees a secure input."""
 
@@ -720,7 +720,7 @@ class RelayFn(_ServerStepFn):
       yield key, tasks
 
 
-class UnmaskRequestFn(round_pipeline._FormFn, _ServerStepFn):  # pylint: disable=protected-access
+class UnmaskRequestFn(round_pipeline.FormFn, _ServerStepFn):
   """Keeps the plain aggregate and the masked total for the Update and
   asks the contributors to unmask it, if they are enough and connected."""
 

@@ -7,11 +7,11 @@ the encoded tensors are what is broadcast (C), and every client decodes (in
 
 import tensorflow as tf
 
+from canonical.aggregators import encoder_fns
 from canonical.core import computations
 from canonical.core import intrinsics
 from canonical.core import specs
 from canonical.core import types as ft
-from canonical import errors
 from canonical.templates import measured_process
 from encoders.core import seeds
 from encoders.core import simple_encoder
@@ -37,27 +37,6 @@ def build_broadcast_process(value_spec):
                                           name='broadcast')
 
 
-def encoders_for(value_spec, encoder_fn, kind, who):
-  """`encoder_fn(spec)` for every tensor of `value_spec`, checked; a flat tuple."""
-  encoders = []
-  for index, spec in enumerate(tf.nest.flatten(value_spec)):
-    encoder = encoder_fn(spec)
-    if not isinstance(encoder, kind):
-      helper = ('as_simple_encoder' if kind is simple_encoder.SimpleEncoder
-                else 'as_gather_encoder')
-      raise errors.InvalidTypeError(
-          f'{who}: encoder_fn returned {type(encoder).__name__} for tensor '
-          f'{index} ({spec.shape}, {spec.dtype.name}); it must return '
-          f'te.encoders.{helper}(encoder, spec).')
-    built_for = encoder.input_tensorspec
-    if built_for.shape != spec.shape or built_for.dtype != spec.dtype:
-      raise errors.InvalidValueError(
-          f'{who}: encoder_fn returned an encoder built for {built_for} for '
-          f'tensor {index}, which is {spec}; build it with the spec it is given.')
-    encoders.append(encoder)
-  return tuple(encoders)
-
-
 def build_encoded_broadcast_process(value_spec, encoder_fn):
   """A broadcast of values like `value_spec`, each tensor encoded by its own encoder.
 
@@ -68,8 +47,8 @@ def build_encoded_broadcast_process(value_spec, encoder_fn):
   """
   who = 'build_encoded_broadcast_process'
   value_spec = specs.check_value_spec(value_spec, who)
-  encoders = encoders_for(value_spec, encoder_fn, simple_encoder.SimpleEncoder,
-                          who)
+  encoders = encoder_fns.encoders_for(value_spec, encoder_fn,
+                                      simple_encoder.SimpleEncoder, who)
 
   def initial_state():
     # The round number seeds the encoders' noise (seeds.noise_round).

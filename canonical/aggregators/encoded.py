@@ -23,7 +23,7 @@ holds none). Python-valued params never travel.
 
 import tensorflow as tf
 
-from canonical.aggregators import broadcast
+from canonical.aggregators import encoder_fns
 from canonical.aggregators import factory
 from canonical.aggregators import sum_factory
 from canonical.core import computations
@@ -257,7 +257,7 @@ class EncodedSumFactory(factory.UnweightedAggregationFactory):
   def create(self, value_type):
     where = 'EncodedSumFactory.create'
     value_type = factory.value_type_of(value_type, where)
-    encoders = broadcast.encoders_for(value_type, self._encoder_fn,
+    encoders = encoder_fns.encoders_for(value_type, self._encoder_fn,
                                       gather_encoder.GatherEncoder, where)
     encoded = EncodedSum(value_type, encoders,
                          error_feedback=self._error_feedback)

@@ -11,7 +11,7 @@ model stays finite (`no_nan_division`).
 
 import tensorflow as tf
 
-from canonical.aggregators import broadcast
+from canonical.aggregators import encoder_fns
 from canonical.aggregators import encoded as encoded_lib
 from canonical.aggregators import mean_factory
 from canonical.core import specs
@@ -70,7 +70,7 @@ def build_encoded_mean_process(value_spec, encoder_fn, error_feedback=False):
   """
   who = 'build_encoded_mean_process'
   value_spec = specs.check_value_spec(value_spec, who)
-  encoders = broadcast.encoders_for(value_spec, encoder_fn,
+  encoders = encoder_fns.encoders_for(value_spec, encoder_fn,
                                     gather_encoder.GatherEncoder, who)
   factory = mean_factory.MeanFactory(
       encoded_lib.EncodedSumFactory(encoder_fn,
