@@ -26,8 +26,10 @@ from canonical.aggregators.concat import concat_factory
 from canonical.aggregators.broadcast import build_encoded_broadcast_process
 from canonical.aggregators.differential_privacy import DifferentiallyPrivateFactory
 from canonical.aggregators.dp_mean import build_dp_mean_process
+from canonical.aggregators.dp_mean import DPMeanFactory
 from canonical.aggregators.dp_mean import round_noise_multiplier
 from canonical.aggregators.dp_secure_mean import build_dp_secure_mean_process
+from canonical.aggregators.dp_secure_mean import DPSecureMeanFactory
 from canonical.aggregators.encoded import EncodedSumFactory
 from canonical.aggregators.factory import AggregationFactory
 from canonical.aggregators.factory import UnweightedAggregationFactory
@@ -53,7 +55,8 @@ from canonical.aggregators.secure_modular import SecureModularSumFactory
 from canonical.aggregators.sum_factory import SumFactory
 
 __all__ = [
-    'AggregationFactory', 'DifferentiallyPrivateFactory',
+    'AggregationFactory', 'DPMeanFactory', 'DPSecureMeanFactory',
+    'DifferentiallyPrivateFactory',
     'DiscreteFourierTransformFactory', 'EncodedSumFactory',
     'HadamardTransformFactory', 'MeanFactory',
     'PrivateQuantileEstimationProcess', 'SecureMeanFactory',

@@ -17,6 +17,7 @@ from encoders.core import seeds
 from encoders.core import simple_encoder
 
 tf_computation = specs.tf_computation
+encoders_for = encoder_fns.encoders_for  # Its old home, still a name here.
 federated_computation = computations.federated_computation
 
 

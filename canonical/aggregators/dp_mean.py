@@ -14,12 +14,16 @@ seeded purely from the stage's secret seed and the round.
 
 import tensorflow as tf
 
+from canonical.aggregators import factory
 from canonical.aggregators import mean as mean_lib
+from canonical.aggregators import sum_factory
 from canonical.core import computations
 from canonical.core import intrinsics
 from canonical.core import specs
 from canonical.core import types as ft
 from canonical import privacy
+from canonical.templates import aggregation_process
+from canonical.templates import measured
 from canonical.templates import measured_process
 from encoders.core import seeds
 from encoders.stages import clipping
@@ -48,14 +52,11 @@ def round_noise_multiplier(noise_multiplier, expected_clients, adaptive,
                                             indicator_stddev])
 
 
-def build_dp_mean_process(value_spec, noise_multiplier, clip,
-                          expected_clients, adaptive=False,
-                          target_quantile=0.5, learning_rate=0.2,
-                          indicator_stddev=None, seed=None):
-  """An unweighted, differentially private mean of values like `value_spec`.
+class DPMeanFactory(factory.WeightedAggregationFactory):
+  """DP-FedAvg's unweighted, differentially private mean (see the module
+  docstring), through the clipping encoder stage.
 
   Args:
-    value_spec: the structure of float tensors (a model's trainable weights).
     noise_multiplier: z; the sum gets N(0, (z C)^2) per coordinate.
     clip: C, the L2 norm each client's whole update is clipped to (the
       initial C when `adaptive`).
@@ -64,83 +65,116 @@ def build_dp_mean_process(value_spec, noise_multiplier, clip,
     adaptive: let C follow the `target_quantile` of the update norms, by
       `learning_rate` per round, from a count noised at `indicator_stddev`
       (default expected_clients / 10, as Andrew et al.).
-    seed: the noise's seed; None draws a secret one now, baked into the
-      compiled form (keep saved forms as private as the data).
+    seed: the noise's seed; None draws a secret one at each `create`, baked
+      into the compiled form (keep saved forms as private as the data).
 
-  `next(state@SERVER, value@CLIENTS, weight@CLIENTS) -> (state, mean)`; a
-  client of weight 0 (FedAvg's non-finite update) sends zeros. The process's
+  A client of weight 0 (FedAvg's non-finite update) sends zeros. The
+  process's state is the stage's, its measurements empty; its
   `noise_multiplier` attribute is the round's for accounting (with adaptive
   clipping, the update's and the count's combined).
   """
-  who = 'build_dp_mean_process'
-  value_spec = specs.check_value_spec(value_spec, who)
-  if adaptive and indicator_stddev is None:
-    indicator_stddev = default_indicator_stddev(expected_clients)
-  stage = clipping.AdaptiveL2ClippingEncodingStage(
-      clip, target_quantile=target_quantile,
-      learning_rate=learning_rate if adaptive else 0.0,
-      noise_multiplier=noise_multiplier,
-      indicator_stddev=indicator_stddev if adaptive else 0.0,
-      expected_clients=expected_clients, seed=seed)
-  leaves = tf.nest.flatten(value_spec)
-  sizes = [spec.shape.num_elements() for spec in leaves]
 
-  initialize = tf_computation(stage.initial_state)
-  state_spec = specs.plain(initialize.result_spec)
+  def __init__(self, noise_multiplier, clip, expected_clients, adaptive=False,
+               target_quantile=0.5, learning_rate=0.2, indicator_stddev=None,
+               seed=None):
+    if adaptive and indicator_stddev is None:
+      indicator_stddev = default_indicator_stddev(expected_clients)
+    self._noise_multiplier, self._clip = noise_multiplier, clip
+    self._expected_clients, self._adaptive = expected_clients, adaptive
+    self._target_quantile, self._learning_rate = target_quantile, learning_rate
+    self._indicator_stddev, self._seed = indicator_stddev, seed
 
-  def clip_params(state):
-    with seeds.noise_round(state[stage.ROUND_STATE_KEY]):
-      return stage.get_params(state)[0]
+  def _stage(self):
+    return clipping.AdaptiveL2ClippingEncodingStage(
+        self._clip, target_quantile=self._target_quantile,
+        learning_rate=self._learning_rate if self._adaptive else 0.0,
+        noise_multiplier=self._noise_multiplier,
+        indicator_stddev=self._indicator_stddev if self._adaptive else 0.0,
+        expected_clients=self._expected_clients, seed=self._seed)
 
-  params = tf_computation(clip_params, state_spec)
+  def create(self, value_type, weight_type):
+    where = 'DPMeanFactory.create'
+    value_spec = factory.float_value_type(value_type, where)
+    weight_type = factory.value_type_of(weight_type, where, 'weight_type')
+    stage, expected_clients = self._stage(), self._expected_clients
+    leaves = tf.nest.flatten(value_spec)
+    sizes = [spec.shape.num_elements() for spec in leaves]
 
-  def clip_at_client(value, weight, encode_params):
-    counted = tf.cast(weight > 0, tf.float32)
-    flat = tf.concat([tf.reshape(tf.cast(x, tf.float32), [-1])
-                      for x in tf.nest.flatten(value)], 0)
-    flat = tf.where(tf.math.is_finite(flat), flat, tf.zeros_like(flat))
-    encoded, updates = stage.encode(flat, encode_params)
-    return (encoded[_KEY] * counted,
-            {k: v * counted for k, v in updates.items()})
+    initialize = tf_computation(stage.initial_state)
+    state_spec = specs.plain(initialize.result_spec)
 
-  encode = tf_computation(clip_at_client, value_spec, WEIGHT_SPEC,
-                          specs.plain(params.result_spec))
+    def clip_params(state):
+      with seeds.noise_round(state[stage.ROUND_STATE_KEY]):
+        return stage.get_params(state)[0]
 
-  def finish_at_server(state, total):
-    summed, updates = total
-    with seeds.noise_round(state[stage.ROUND_STATE_KEY]):
-      _, decode_params = stage.get_params(state)
-      noisy = stage.decode({_KEY: summed}, decode_params)
-      new_state = stage.update_state(state, updates)
-    mean = noisy / float(expected_clients)
-    parts = tf.split(mean, sizes)
-    return new_state, tf.nest.pack_sequence_as(value_spec, [
-        tf.cast(tf.reshape(part, spec.shape), spec.dtype)
-        for part, spec in zip(parts, leaves)])
+    params = tf_computation(clip_params, state_spec)
 
-  finish = tf_computation(finish_at_server, state_spec,
-                          specs.plain(encode.result_spec))
+    def clip_at_client(value, weight, encode_params):
+      counted = tf.cast(weight > 0, tf.float32)
+      flat = tf.concat([tf.reshape(tf.cast(x, tf.float32), [-1])
+                        for x in tf.nest.flatten(value)], 0)
+      flat = tf.where(tf.math.is_finite(flat), flat, tf.zeros_like(flat))
+      encoded, updates = stage.encode(flat, encode_params)
+      return (encoded[_KEY] * counted,
+              {k: v * counted for k, v in updates.items()})
 
-  @federated_computation(ft.server(state_spec), ft.clients(value_spec),
-                         ft.clients(WEIGHT_SPEC))
-  def dp_mean(state, value, weight):
-    clipped = intrinsics.federated_map(
-        encode, (value, weight, intrinsics.federated_broadcast(
-            intrinsics.federated_map(params, state))))
-    new_state, mean = intrinsics.federated_map(
-        finish, (state, intrinsics.federated_sum(clipped)))
-    return new_state, mean
+    encode = tf_computation(clip_at_client, value_spec, weight_type,
+                            specs.plain(params.result_spec))
 
+    def finish_at_server(state, total):
+      summed, updates = total
+      with seeds.noise_round(state[stage.ROUND_STATE_KEY]):
+        _, decode_params = stage.get_params(state)
+        noisy = stage.decode({_KEY: summed}, decode_params)
+        new_state = stage.update_state(state, updates)
+      mean = noisy / float(expected_clients)
+      parts = tf.split(mean, sizes)
+      return new_state, tf.nest.pack_sequence_as(value_spec, [
+          tf.cast(tf.reshape(part, spec.shape), spec.dtype)
+          for part, spec in zip(parts, leaves)])
+
+    finish = tf_computation(finish_at_server, state_spec,
+                            specs.plain(encode.result_spec))
+
+    @federated_computation()
+    def init_fn():
+      return intrinsics.federated_eval(initialize, ft.SERVER)
+
+    @federated_computation(ft.server(state_spec), ft.clients(value_spec),
+                           ft.clients(weight_type))
+    def next_fn(state, value, weight):
+      clipped = intrinsics.federated_map(
+          encode, (value, weight, intrinsics.federated_broadcast(
+              intrinsics.federated_map(params, state))))
+      new_state, mean = intrinsics.federated_map(
+          finish, (state, intrinsics.federated_sum(clipped)))
+      return measured.MeasuredProcessOutput(new_state, mean,
+                                            sum_factory.empty_at_server())
+
+    process = aggregation_process.AggregationProcess(init_fn, next_fn)
+    process.noise_multiplier = round_noise_multiplier(
+        self._noise_multiplier, expected_clients, self._adaptive,
+        self._indicator_stddev)
+    return process
+
+
+def build_dp_mean_process(value_spec, noise_multiplier, clip,
+                          expected_clients, adaptive=False,
+                          target_quantile=0.5, learning_rate=0.2,
+                          indicator_stddev=None, seed=None):
+  """`DPMeanFactory(...)`'s mean of values like `value_spec` (a model's
+  trainable weights), as the older building block of
+  `build_federated_averaging_process`: `next(state, value, weight) ->
+  (state, mean)`, with the round's `noise_multiplier` for accounting."""
+  value_spec = specs.check_value_spec(value_spec, 'build_dp_mean_process')
   clipping_text = (f'adaptive L2 clip (from {clip:g}, to the '
                    f'{target_quantile:g} quantile)' if adaptive else
                    f'L2 clip {clip:g}')
   description = (f'DP: whole update to {clipping_text}, Gaussian noise '
                  f'z={noise_multiplier:g} once on the sum, unweighted mean '
                  f'over {expected_clients:g} expected clients')
-  process = measured_process.MeasuredProcess(
-      initialize, dp_mean, value_spec,
-      tuple(measured_process.Treatment(spec, 32, description)
-            for spec in leaves), name='dp_mean')
-  process.noise_multiplier = round_noise_multiplier(
-      noise_multiplier, expected_clients, adaptive, indicator_stddev)
-  return process
+  return mean_lib.older_block(
+      DPMeanFactory(noise_multiplier, clip, expected_clients, adaptive,
+                    target_quantile, learning_rate, indicator_stddev, seed),
+      value_spec, tuple(measured_process.Treatment(spec, 32, description)
+                        for spec in tf.nest.flatten(value_spec)), 'dp_mean')

@@ -14,6 +14,7 @@ import tensorflow as tf
 from canonical.aggregators import encoder_fns
 from canonical.aggregators import encoded as encoded_lib
 from canonical.aggregators import mean_factory
+from canonical.core import computations
 from canonical.core import specs
 from canonical.core import types as ft
 from canonical.templates import aggregation_process
@@ -22,11 +23,21 @@ from canonical.templates import measured_process
 from encoders.core import gather_encoder
 
 WEIGHT_SPEC = tf.TensorSpec([], tf.float32)
+# Names this module had (tests/data/names_before_layout.json), kept.
+COUNT_SPEC = encoded_lib.COUNT_SPEC
+tf_computation = specs.tf_computation
+federated_computation = computations.federated_computation
+# What a private mean's process says of a round, for accounting.
+ACCOUNTING = ('noise_multiplier', 'clip', 'sensitivity')
 
 
 def older_block(factory, value_spec, encoders, name):
-  """The older `MeasuredProcess` (`encoders` the treatment of each tensor,
-  for the form's summary) running `factory`'s weighted process."""
+  """The older `MeasuredProcess` running `factory`'s weighted process.
+
+  `encoders` is what the block applies to each tensor, for the form's
+  summary (encoders, or `Treatment`s), or a function of the factory's
+  process that makes them. The process's accounting attributes
+  (`ACCOUNTING`), where it has them, are the block's too."""
   process = factory.create(value_spec, WEIGHT_SPEC)
 
   def step(state, value, weight, client_state=None):
@@ -42,9 +53,14 @@ def older_block(factory, value_spec, encoders, name):
              ('value', ft.clients(value_spec)),
              ('weight', ft.clients(WEIGHT_SPEC))],
       process.client_state_type, name=name)
-  return measured_process.MeasuredProcess(
-      process.initialize, next_fn, value_spec, encoders,
+  block = measured_process.MeasuredProcess(
+      process.initialize, next_fn, value_spec,
+      encoders(process) if callable(encoders) else encoders,
       client_state_initializer=process.client_state_initializer, name=name)
+  for attribute in ACCOUNTING:
+    if hasattr(process, attribute):
+      setattr(block, attribute, getattr(process, attribute))
+  return block
 
 
 def build_weighted_mean_process(value_spec):

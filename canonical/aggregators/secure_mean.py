@@ -37,6 +37,7 @@ from encoders.stages import rotation as rotation_lib
 
 tf_computation = specs.tf_computation
 federated_computation = computations.federated_computation
+WEIGHT_SPEC = mean_lib.WEIGHT_SPEC  # A name this module had, kept.
 
 # How fast the range follows the clipped fraction: exp(rate * (f - target)).
 _ADAPT_RATE = 10.0

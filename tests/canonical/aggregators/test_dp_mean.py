@@ -12,6 +12,7 @@ from canonical.executors import local as local_runner
 from canonical import privacy
 
 import example_processes
+import tff_087_examples
 
 SPEC = {'kernel': tf.TensorSpec([50, 20], tf.float32),
         'bias': tf.TensorSpec([20], tf.float32)}
@@ -96,3 +97,25 @@ def test_bad_arguments_are_refused():
   with pytest.raises(ValueError, match='expected_clients'):
     aggregators.build_dp_mean_process(SPEC, noise_multiplier=1.0, clip=1.0,
                                  expected_clients=0)
+
+
+def test_the_private_means_are_factories_tffs_fed_avg_takes():
+  """`DPMeanFactory` and `DPSecureMeanFactory` are TFF weighted factories
+  (the older builders are their views): TFF's FedAvg takes them as its
+  model aggregator, and their processes say their round's noise."""
+  model_fn = tff_087_examples.model_fn
+  sgdm = cf.learning.optimizers.build_sgdm
+  made = aggregators.DPMeanFactory(0.5, 1.0, 10, adaptive=True, seed=3)
+  process = made.create(tf.TensorSpec([3], tf.float32),
+                        tf.TensorSpec([], tf.float32))
+  assert process.noise_multiplier == pytest.approx(
+      aggregators.round_noise_multiplier(0.5, 10, True))
+  fed_avg = cf.learning.algorithms.build_weighted_fed_avg(
+      model_fn, sgdm(0.1), model_aggregator=made)
+  assert cf.compile(fed_avg).initialize() is not None
+  secure = aggregators.DPSecureMeanFactory(0.5, 1.0, 10, seed=3)
+  assert secure.create(tf.TensorSpec([3], tf.float32),
+                       tf.TensorSpec([], tf.float32)).sensitivity > 1.0
+  fed_avg = cf.learning.algorithms.build_weighted_fed_avg(
+      model_fn, sgdm(0.1), model_aggregator=secure)
+  assert cf.compile(fed_avg).has_secure_sums
