@@ -25,7 +25,7 @@ import weakref
 import numpy as np
 import tensorflow as tf
 
-from canonical.core import computations
+from canonical.core import purity
 from canonical.core import given_datasets
 from canonical.core import unrolled_datasets
 
@@ -82,8 +82,8 @@ def _repeatable_function(function):
   except Exception:  # pylint: disable=broad-except
     return False
   found = all(
-      computations.forbidden_reason(op) is None and 'Shuffle' not in op
-      for op, _ in computations.graph_op_types(None, graph_def))
+      purity.forbidden_reason(op) is None and 'Shuffle' not in op
+      for op, _ in purity.graph_op_types(None, graph_def))
   if key is not None:
     _FUNCTIONS[key] = found
   return found
