@@ -136,9 +136,7 @@ class DPMeanFactory(factory.WeightedAggregationFactory):
     finish = tf_computation(finish_at_server, state_spec,
                             specs.plain(encode.result_spec))
 
-    @federated_computation()
-    def init_fn():
-      return intrinsics.federated_eval(initialize, ft.SERVER)
+    init_fn = aggregation_process.initialize_at_server(initialize)
 
     @federated_computation(ft.server(state_spec), ft.clients(value_spec),
                            ft.clients(weight_type))

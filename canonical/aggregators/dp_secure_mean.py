@@ -181,9 +181,7 @@ class DPSecureMeanFactory(factory.WeightedAggregationFactory):
     finish = tf_computation(finish_at_server, state_spec,
                             tf.TensorSpec([size], tf.int32))
 
-    @federated_computation()
-    def init_fn():
-      return intrinsics.federated_eval(initialize, ft.SERVER)
+    init_fn = aggregation_process.initialize_at_server(initialize)
 
     @federated_computation(ft.server(state_spec), ft.clients(value_spec),
                            ft.clients(weight_type))

@@ -26,7 +26,6 @@ import tensorflow as tf
 from canonical.aggregators import encoder_fns
 from canonical.aggregators import factory
 from canonical.aggregators import sum_factory
-from canonical.core import computations
 from canonical.core import intrinsics
 from canonical.core import specs
 from canonical.core import types as ft
@@ -263,9 +262,7 @@ class EncodedSumFactory(factory.UnweightedAggregationFactory):
                          error_feedback=self._error_feedback)
     state_spec = encoded.state_spec
 
-    @computations.federated_computation()
-    def init_fn():
-      return intrinsics.federated_eval(encoded.initialize, ft.SERVER)
+    init_fn = aggregation_process.initialize_at_server(encoded.initialize)
 
     def step(state, value, client_state=None):
       new_state, total, *residual = encoded.next(state, value, client_state)

@@ -151,9 +151,7 @@ class SecureMeanFactory(factory.WeightedAggregationFactory):
                             tf.TensorSpec([], tf.int32),
                             tf.TensorSpec([], tf.int32))
 
-    @federated_computation()
-    def init_fn():
-      return intrinsics.federated_eval(initialize, ft.SERVER)
+    init_fn = aggregation_process.initialize_at_server(initialize)
 
     @federated_computation(ft.server(state_spec), ft.clients(value_spec),
                            ft.clients(weight_type))

@@ -21,6 +21,7 @@ import inspect
 import tensorflow as tf
 
 from canonical.core import computations
+from canonical.core import intrinsics
 from canonical.core import naming
 from canonical.core import types as ft
 from canonical import errors
@@ -131,6 +132,17 @@ def _check_client_state(initializer, params, output, where):
         'MeasuredProcessOutputWithClientState whose client_state is '
         f'{measured.describe_type(client_state)}, it returns '
         f'{measured.describe_type(output)}.')
+
+
+def initialize_at_server(initialize):
+  """The federated `initialize_fn` of a process whose state `initialize` (a
+  tf_computation of no parameter) makes at the server."""
+
+  @computations.federated_computation()
+  def init_fn():
+    return intrinsics.federated_eval(initialize, ft.SERVER)
+
+  return init_fn
 
 
 def call_next(process, state, *values, client_state=None):
