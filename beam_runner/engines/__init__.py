@@ -340,6 +340,14 @@ def connect(address, scheduler_file=None, timeout=None):
         f'({type(e).__name__}: {_first_line(e)}). Start it (dask scheduler; '
         'dask worker ADDRESS on each node) or fix --dask_client_address.'
     ) from None
+  except AssertionError as e:
+    # distributed's own check, in this process, before any connection:
+    # its client's event-loop thread did not start in time.
+    raise EngineError(
+        'This process could not start the Dask client\'s event loop to reach '
+        f'{where} (AssertionError from distributed: {_first_line(e)}); '
+        'nothing was asked of the scheduler. A machine too busy to start a '
+        'thread in 10 s does this: try again.') from None
   except Exception as e:  # pylint: disable=broad-except
     # Something answered, but not as a scheduler does (a worker's address).
     raise EngineError(
