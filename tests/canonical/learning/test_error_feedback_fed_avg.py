@@ -10,6 +10,7 @@ import pytest
 import tensorflow as tf
 
 import canonical as tff
+from canonical.executors import compiled
 from canonical import learning
 from canonical.learning import algorithms
 from canonical.learning import framework
@@ -31,6 +32,9 @@ def _form_rounds(process, rounds):
 def test_fed_avg_keeps_each_clients_residual_as_tff_calls_it():
   process = ef.fed_avg()
   assert process.has_client_state
+  # The call TFF's users make runs compiled (batched work), not the
+  # reference executor, client state and all.
+  assert compiled.compiled_round(process.next) is not None
   assert isinstance(process, tff.learning.templates.LearningProcess)
   state = process.initialize()
   residuals = [process.client_state_initializer()] * 2
