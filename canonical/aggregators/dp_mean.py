@@ -83,6 +83,7 @@ class DPMeanFactory(factory.WeightedAggregationFactory):
     self._expected_clients, self._adaptive = expected_clients, adaptive
     self._target_quantile, self._learning_rate = target_quantile, learning_rate
     self._indicator_stddev, self._seed = indicator_stddev, seed
+    self._stage()  # Bad arguments are refused here, not at `create`.
 
   def _stage(self):
     return clipping.AdaptiveL2ClippingEncodingStage(
