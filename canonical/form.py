@@ -36,6 +36,7 @@ from canonical.core import bits_text
 from canonical.core import types as ft
 from canonical.core import unrolled_datasets
 from canonical import errors
+from canonical.privacy import releases
 from canonical.secagg import sums as secure_sums_lib
 from encoders.core import structures
 
@@ -306,7 +307,8 @@ class CanonicalForm:
                secure_parameters: 'Piece | None' = None,
                secure_sums: Sequence[secure_sums_lib.SecureSum] = (),
                parameter_labels: Sequence[str] = (),
-               result_labels: Sequence[str] = ()):
+               result_labels: Sequence[str] = (),
+               privacy_releases: Sequence[releases.Release] = ()):
     self.initialize = initialize
     self.prepare = prepare
     self.work = work
@@ -326,6 +328,9 @@ class CanonicalForm:
     # type and labels show them. Empty for a round that does not.
     self.parameter_labels = tuple(parameter_labels)
     self.result_labels = tuple(result_labels)
+    # What each round releases with differential privacy (noted by DP
+    # aggregators, kept by the compiler): a runtime accounts it.
+    self.privacy_releases = tuple(privacy_releases)
     self._check_types()
 
   @property
@@ -655,6 +660,8 @@ class CanonicalForm:
                    f'{ft.form_text(self.secure_update_spec[number])}')
     for tensor, encoder in self.encoders.items():
       lines.append(f'  encoder {tensor}: {encoder}')
+    for release in self.privacy_releases:
+      lines.append(f'  differential privacy, each round: {release.describe()}')
     text = '\n'.join(lines)
     if print_fn is not None:
       print_fn(text)

@@ -138,6 +138,7 @@ def run_experiment(config, pipeline_options=None, print_fn=print,
         dict(rounds_per_pipeline=rounds_per_pipeline,
              clients_per_element=clients_per_element,
              sampling='poisson' if config.private else 'fixed',
+             privacy_delta=config.delta,
              secure_neighbors=config.runner_secure_neighbors))
   manifest = prepared.manifest
   plot_path = reporting.plot_accuracy_vs_bits(
@@ -205,10 +206,9 @@ def _run_rounds(config, engine, prepared, model, form_path, run_dir, storage,
   def evaluate(state):
     # Rounds commit one by one, each evaluated just before: the next one.
     rounds_done = (curve[-1]['round'] if curve else 0) + 1
-    spent = {'epsilon': config.epsilon(rounds_done)} if config.private else {}
     if rounds_done % config.eval_every and rounds_done != config.rounds:
-      return spent
-    return dict(evaluator(state), **spent)
+      return {}
+    return evaluator(state)
 
   ends = [time.monotonic()]  # The start, then the end of each round run.
 
@@ -451,7 +451,7 @@ def main(argv=None):
   accuracy_text = 'not evaluated' if accuracy is None else f'{accuracy:.4f}'
   spent = ''
   if config.private:
-    spent = (f', epsilon {config.epsilon(len(result.curve)):.3f} at delta '
+    spent = (f', epsilon {result.curve[-1]["epsilon"]:.3f} at delta '
              f'{config.delta:g}')
   board = storage_lib.join(result.run_dir, 'tensorboard')
   print(f'done: {len(result.curve)} rounds, final test accuracy '

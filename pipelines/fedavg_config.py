@@ -188,12 +188,6 @@ class Config:
     return aggregators.round_noise_multiplier(
         self.noise_multiplier, self.clients_per_round, self.adaptive_clip)
 
-  def epsilon(self, rounds):
-    """Epsilon at `delta` after `rounds` rounds (DP runs)."""
-    from canonical import privacy  # pylint: disable=g-import-not-at-top
-    return privacy.epsilon(self.round_noise_multiplier(),
-                           self.sampling_probability, rounds, self.delta)
-
   def _check_privacy(self):
     if not self.private:
       if self.target_epsilon is not None or self.adaptive_clip:

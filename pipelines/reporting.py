@@ -56,7 +56,9 @@ def curve_point(outcome, previous=None):
       'accuracy': _training_metric(metrics, 'accuracy'),
       'test_loss': evaluation.get('loss'),
       'test_accuracy': evaluation.get('accuracy'),
-      'epsilon': evaluation.get('epsilon'),  # DP runs only.
+      # DP runs only: the runner's account (rounds committed before it had
+      # one carry the job's own, as an evaluation).
+      'epsilon': (outcome.get('privacy') or evaluation).get('epsilon'),
       'clients': outcome['clients_ok'],
       'round_broadcast_bits': outcome['bits_broadcast'],
       'round_aggregated_bits': outcome['bits_aggregated'],

@@ -40,6 +40,7 @@ import canonical
 from canonical import errors
 from canonical import form as form_lib
 from canonical import io as storage_lib
+from canonical.privacy import releases as privacy_releases
 from canonical.secagg import graph as secagg_graph
 from canonical.simulation.sampling import sample_clients
 from canonical.simulation.sampling import SAMPLINGS
@@ -99,7 +100,9 @@ def run(form_or_path: 'form_lib.CanonicalForm | str',
         clients_per_element: int | None = None, non_finite: str = 'drop',
         isolation: 'sandbox.Isolation | None' = None,
         secure_threshold: int | None = None, sampling: str = 'fixed',
-        secure_neighbors: 'int | str | None' = None) -> 'RunResult':
+        secure_neighbors: 'int | str | None' = None,
+        privacy_delta: float = 1e-5,
+        privacy_accountant: str = 'rdp') -> 'RunResult':
   """Runs rounds 1..`rounds` of a form on Beam; returns a `RunResult`.
 
   Args:
@@ -156,6 +159,11 @@ def run(form_or_path: 'form_lib.CanonicalForm | str',
       then counts among a client's k neighbors and itself. 'auto': the
       smallest k for the round's clients that fails below 1e-6 at 5%
       dropouts (`graph.neighbors_for`).
+    privacy_delta, privacy_accountant: for a form whose aggregation is
+      differentially private (its `privacy_releases`), each outcome's
+      `privacy` is the (epsilon, delta) of the rounds so far, from
+      dp-accounting ('rdp' or 'pld') with this run's sampling and
+      population (`canonical.privacy.releases`).
 
   Each committed round's outcome (metrics, clients ok and dropped with
   reasons, bits broadcast and aggregated, clients per worker, seconds per
@@ -217,12 +225,18 @@ def run(form_or_path: 'form_lib.CanonicalForm | str',
     if not client_ids:
       raise client_data_lib.ClientDataError(
           f'The {data.describe()} has no clients.')
+    privacy = _PrivacyReport(
+        form.privacy_releases, sampling, clients_per_round, len(client_ids),
+        privacy_delta, privacy_accountant) if form.privacy_releases else None
     try:
       description = {'form': form.summary(print_fn=None),
                      'form_fingerprint': canonical.fingerprint(form),
                      'seed': seed, 'clients_per_round': clients_per_round}
       if sampling != 'fixed':  # (Runs before it existed were all fixed.)
         description['sampling'] = sampling
+      if privacy:
+        description.update(privacy_delta=privacy_delta,
+                           privacy_accountant=privacy_accountant)
       out.claim(description)
     except storage_lib.StorageError as e:
       raise run_dir.RunDirError(str(e)) from None
@@ -237,7 +251,7 @@ def run(form_or_path: 'form_lib.CanonicalForm | str',
       loop = _RoundLoop(engine, source, form, data, out, min_clients,
                         evaluate, progress, on_round, clients_per_element,
                         non_finite, lock, secure_threshold, sampling,
-                        secure_neighbors)
+                        secure_neighbors, privacy)
       loop.start()
       loop.run(client_ids, clients_per_round, seed, rounds,
                _PipelineSizer(rounds_per_pipeline))
@@ -296,12 +310,29 @@ class _PipelineSizer:
       self.observe(len(paced), sum(paced))
 
 
+class _PrivacyReport:
+  """What a run of a differentially private form has spent after a round."""
+
+  def __init__(self, releases, sampling, clients_per_round, population,
+               delta, accountant):
+    self._releases = releases
+    self._run = dict(sampling=sampling, clients_per_round=clients_per_round,
+                     population=population, accountant=accountant)
+    self._delta = privacy_releases.check_run(releases, delta=delta,
+                                             **self._run)
+
+  def after(self, rounds):
+    return privacy_releases.spent(self._releases, rounds=rounds,
+                                  delta=self._delta, **self._run)
+
+
 class _RoundLoop:
   """The driver's side of a run: plans, pipelines, commits."""
 
   def __init__(self, engine, source, form, data, out, min_clients, evaluate,
                progress, on_round, clients_per_element, non_finite, lock,
-               secure_threshold=None, sampling='fixed', secure_neighbors=None):
+               secure_threshold=None, sampling='fixed', secure_neighbors=None,
+               privacy=None):
     self.engine = engine
     self.source = source
     self.form = form
@@ -317,6 +348,7 @@ class _RoundLoop:
     self.secure_threshold = secure_threshold
     self.secure_neighbors = secure_neighbors
     self.sampling = sampling
+    self.privacy = privacy
     self.client_states = {}
     self.outcomes = []
     self.rounds = None
@@ -451,6 +483,8 @@ class _RoundLoop:
     outcome = _outcome(number, raw, len(plan.sampled), self.engine.name)
     if evaluation is not None:
       outcome['evaluation'] = evaluation
+    if self.privacy is not None:
+      outcome['privacy'] = self.privacy.after(number)
     dropped = set(raw['dropped_ids'])
     self.storage.write_bytes(attempt.clients_path, json.dumps(
         {'sampled': plan.sampled, 'dropped': sorted(dropped)}).encode())
@@ -569,9 +603,12 @@ def progress_line(outcome, rounds):
   stage_text = ' (' + ', '.join(f'{k} {v:.2f}' for k, v in stages.items()) + \
       ')' if stages else ''
   of = f'/{rounds}' if rounds else ''
+  spent = outcome.get('privacy')
+  spent_text = (f'; epsilon {spent["epsilon"]:.4g} at delta '
+                f'{spent["delta"]:g}' if spent else '')
   return (f'round {outcome["round"]}{of}: clients ok '
           f'{outcome["clients_ok"]}, dropped {outcome["clients_dropped"]}{why}'
-          f'{"; " + metrics if metrics else ""}; bits broadcast '
+          f'{"; " + metrics if metrics else ""}{spent_text}; bits broadcast '
           f'{outcome["bits_broadcast"]}, aggregated '
           f'{outcome["bits_aggregated"]}; {outcome["seconds"]:.2f} s'
           f'{stage_text}')

@@ -38,6 +38,8 @@ def scalars(outcome):
   }
   for name, value in (outcome.get('evaluation') or {}).items():
     values[f'evaluation/{name}'] = value
+  if 'privacy' in outcome:
+    values['privacy/epsilon'] = outcome['privacy']['epsilon']
   for stage, seconds in outcome.get('stage_seconds', {}).items():
     values[f'seconds/{stage}'] = seconds
   for path, value in outcome['metrics'].items():

@@ -34,9 +34,12 @@ from canonical.aggregators import factory
 from canonical.aggregators import sum_factory
 from canonical.core import computations
 from canonical.core import intrinsics
+from canonical.core import ir
 from canonical.core import specs
 from canonical.core import types as ft
 from canonical import errors
+from canonical import privacy
+from canonical.privacy import releases
 from canonical.templates import aggregation_process
 from canonical.templates import measured
 from encoders.core import seeds
@@ -89,6 +92,15 @@ class GaussianQuery:
   learning_rate: float = 0.2
   clipped_count_stddev: float = 0.0
   seed: int | None = None
+
+  @property
+  def round_noise_multiplier(self):
+    """The round's for accounting: the value's, with an adaptive clip's
+    count (sensitivity 1/2, so multiplier 2 * its stddev) composed in."""
+    if not self.adaptive:
+      return self.value_noise_multiplier
+    return privacy.combined_noise_multiplier(
+        [self.value_noise_multiplier, 2 * self.clipped_count_stddev])
 
   def initial_state(self):
     clip = tf.constant(self.initial_clip, tf.float32)
@@ -264,7 +276,7 @@ class DifferentiallyPrivateFactory(factory.UnweightedAggregationFactory):
         record_aggregation_factory, (factory.UnweightedAggregationFactory,),
         where, 'record_aggregation_factory')
     self._query = query
-    self.noise_multiplier = query.value_noise_multiplier
+    self.noise_multiplier = query.round_noise_multiplier
     self.value_noise_multiplier = query.value_noise_multiplier
     self.clipped_count_stddev = query.clipped_count_stddev
 
@@ -310,6 +322,8 @@ class DifferentiallyPrivateFactory(factory.UnweightedAggregationFactory):
       output = record_process.next(state['agg_state'], records)
       mean, query_state, metrics, noise_round = intrinsics.federated_map(
           finish, (output.result, state['query_state'], state['noise_round']))
+      ir.note(mean, releases.Release('DifferentiallyPrivateFactory',
+                                     query.round_noise_multiplier))
       new_state = collections.OrderedDict(
           query_state=query_state, agg_state=output.state,
           noise_round=noise_round)

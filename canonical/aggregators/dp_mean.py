@@ -19,9 +19,11 @@ from canonical.aggregators import mean as mean_lib
 from canonical.aggregators import sum_factory
 from canonical.core import computations
 from canonical.core import intrinsics
+from canonical.core import ir
 from canonical.core import specs
 from canonical.core import types as ft
 from canonical import privacy
+from canonical.privacy import releases
 from canonical.templates import aggregation_process
 from canonical.templates import measured
 from canonical.templates import measured_process
@@ -138,6 +140,9 @@ class DPMeanFactory(factory.WeightedAggregationFactory):
                             specs.plain(encode.result_spec))
 
     init_fn = aggregation_process.initialize_at_server(initialize)
+    release = releases.Release('DPMeanFactory', round_noise_multiplier(
+        self._noise_multiplier, expected_clients, self._adaptive,
+        self._indicator_stddev))
 
     @federated_computation(ft.server(state_spec), ft.clients(value_spec),
                            ft.clients(weight_type))
@@ -147,13 +152,12 @@ class DPMeanFactory(factory.WeightedAggregationFactory):
               intrinsics.federated_map(params, state))))
       new_state, mean = intrinsics.federated_map(
           finish, (state, intrinsics.federated_sum(clipped)))
+      ir.note(mean, release)
       return measured.MeasuredProcessOutput(new_state, mean,
                                             sum_factory.empty_at_server())
 
     process = aggregation_process.AggregationProcess(init_fn, next_fn)
-    process.noise_multiplier = round_noise_multiplier(
-        self._noise_multiplier, expected_clients, self._adaptive,
-        self._indicator_stddev)
+    process.noise_multiplier = release.noise_multiplier
     return process
 
 

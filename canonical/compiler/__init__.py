@@ -21,8 +21,10 @@ from canonical.compiler.graph_walk import live_ops
 from canonical.compiler.pieces import emit
 from canonical.compiler.plan import partition
 from canonical.compiler.plan import Plan
+from canonical.core import ir
 from canonical import errors
 from canonical import form
+from canonical.privacy import releases
 from canonical.templates import iterative_process
 
 
@@ -38,4 +40,5 @@ def compile(process: iterative_process.IterativeProcess,  # pylint: disable=rede
   check(process, graph)
   plan = partition(graph, process.has_client_state)
   return emit(process, plan, name=name or graph.name, description=description,
-              encoders=process.encoders if encoders is None else encoders)
+              encoders=process.encoders if encoders is None else encoders,
+              privacy_releases=ir.noted(graph, releases.Release))

@@ -32,7 +32,8 @@ def _made_by(values):
   return f' (made by {", ".join(op.describe() for op in ops)})' if ops else ''
 
 
-def emit(process, plan, name, description='', encoders=None):
+def emit(process, plan, name, description='', encoders=None,
+         privacy_releases=()):
   """The `CanonicalForm` of a partitioned graph."""
   graph = plan.graph
   params = graph.parameters
@@ -153,6 +154,6 @@ def emit(process, plan, name, description='', encoders=None):
                             'client_state_initializer\'s result'), ())
   return form_lib.CanonicalForm(
       name=name, description=description, encoders=encoders,
-      secure_sums=[lowering.entry for lowering in secure],
+      privacy_releases=privacy_releases, secure_sums=[lowering.entry for lowering in secure],
       parameter_labels=[p.name or '' for p in params],
       result_labels=getattr(graph.result, '_fields', ()), **pieces)

@@ -123,6 +123,9 @@ class Graph:
   parameters: tuple
   ops: list
   result: object  # A structure of `Value`s.
+  # (value, fact) pairs: facts about values that the compiler carries into
+  # the form when the round uses the value (a DP aggregator's release).
+  notes: list = dataclasses.field(default_factory=list)
 
   def result_values(self):
     return [v for v in tf.nest.flatten(self.result) if isinstance(v, Value)]
@@ -172,6 +175,19 @@ def add_op(kind, inputs, output_type, attrs=None, location=None):
   output.producer = op
   graph.ops.append(op)
   return output
+
+
+def note(value, fact):
+  """Records `fact` about `value` in the graph being traced (`Graph.notes`)."""
+  current_graph('note').notes.append((value, fact))
+
+
+def noted(graph, kind):
+  """The facts of type `kind` noted about values the result depends on."""
+  live = upstream_ops(graph.result_values())
+  return tuple(fact for value, fact in graph.notes
+               if isinstance(fact, kind) and value.producer is not None
+               and id(value.producer) in live)
 
 
 def upstream_ops(values):

@@ -206,7 +206,7 @@ def save_functional_model(functional_model, path):
       name: {'inputs': inputs, 'output': output}
       for name, (_, inputs, output) in made.items()}}
   proto = canonical_form_pb2.Form(
-      format_version=envelope.FORMAT_VERSION,
+      format_version=envelope.FIRST_VERSION,
       producer_version=_producer_version(),
       tensorflow_version=tf.__version__, name=MODEL_NAME,
       description=json.dumps(description, sort_keys=True),

@@ -10,12 +10,16 @@ import struct
 from canonical.form import FormError
 
 MAGIC = b'FEDCANON'
-FORMAT_VERSION = 1
+# The newest version this loader reads. A form is written at the least
+# version that holds all it says: 2 when it has privacy releases (an older
+# loader would run it without accounting them), else FIRST_VERSION.
+FORMAT_VERSION = 2
+FIRST_VERSION = 1
 _HEADER = struct.Struct('<8sIQ32s')  # magic, version, payload length, sha256
 HEADER_BYTES = _HEADER.size
 
 
-def wrap(payload, version=FORMAT_VERSION):
+def wrap(payload, version=FIRST_VERSION):
   """The file contents for a serialized `fedcanon.Form` payload."""
   return _HEADER.pack(MAGIC, version, len(payload),
                       hashlib.sha256(payload).digest()) + payload

@@ -15,9 +15,11 @@ from typing import Iterable
 import tensorflow as tf
 from google.protobuf import message
 
+from canonical import errors
 from canonical import form as form_lib
 from canonical.form import FormError
 from canonical import io as storage_lib
+from canonical.privacy import releases
 from canonical.saving import canonical_form_pb2
 from canonical.saving import envelope
 from canonical.saving import graph_checks
@@ -42,7 +44,7 @@ def to_proto(form):
   if not isinstance(form, form_lib.CanonicalForm):
     raise FormError(f'save expects a CanonicalForm, got {type(form).__name__}.')
   proto = canonical_form_pb2.Form(
-      format_version=envelope.FORMAT_VERSION,
+      format_version=_format_version(form),
       producer_version=_producer_version(),
       tensorflow_version=tf.__version__, name=form.name,
       description=form.description,
@@ -51,6 +53,9 @@ def to_proto(form):
       result_labels=form.result_labels)
   for tensor, encoder in form.encoders.items():
     proto.encoders.add(tensor=str(tensor), encoder=str(encoder))
+  for release in form.privacy_releases:
+    proto.privacy_releases.add(source=release.source,
+                               noise_multiplier=release.noise_multiplier)
   for entry in form.secure_sums:
     proto.secure_sums.add(
         kind=entry.kind, static_parameters=entry.static_parameters or (),
@@ -62,10 +67,15 @@ def to_proto(form):
   return proto
 
 
+def _format_version(form):
+  return 2 if form.privacy_releases else envelope.FIRST_VERSION
+
+
 def to_bytes(form: form_lib.CanonicalForm) -> bytes:
   """The file contents of `form`: envelope and serialized `fedcanon.Form`;
   the same form gives the same bytes (protobuf maps in a fixed order)."""
-  return envelope.wrap(to_proto(form).SerializeToString(deterministic=True))
+  return envelope.wrap(to_proto(form).SerializeToString(deterministic=True),
+                       _format_version(form))
 
 
 def save(form: form_lib.CanonicalForm, path: str,
@@ -87,6 +97,9 @@ def parse(data, where='form'):
   if proto.format_version != version:
     raise FormError(f'{where}: the form says format version '
                     f'{proto.format_version}, its header {version}.')
+  if proto.privacy_releases and version < 2:
+    raise FormError(f'{where}: privacy releases in a format version '
+                    f'{version} form (they came in version 2).')
   names = [p.name for p in proto.pieces]
   for name in names:
     if name not in REQUIRED_PIECES + OPTIONAL_PIECES:
@@ -113,7 +126,9 @@ def from_bytes(data: bytes, where: str = 'form', allow_ops: Iterable[str] = (),
         encoders={e.tensor: e.encoder for e in proto.encoders},
         secure_sums=[_secure_sum(s) for s in proto.secure_sums],
         parameter_labels=proto.parameter_labels,
-        result_labels=proto.result_labels, **pieces)
+        result_labels=proto.result_labels,
+        privacy_releases=[_release(r, where) for r in proto.privacy_releases],
+        **pieces)
   except FormError as e:
     raise FormError(f'{where}: {e}') from None
   for what, field, bits in (
@@ -124,6 +139,14 @@ def from_bytes(data: bytes, where: str = 'form', allow_ops: Iterable[str] = (),
       raise FormError(f'{where}: the file says {what} is {stored} bits per '
                       f'client, its pieces say {bits}.')
   return form
+
+
+def _release(proto, where):
+  try:
+    return releases.Release(proto.source, proto.noise_multiplier)
+  except errors.InvalidValueError as e:
+    raise FormError(f'{where}: privacy release {proto.source!r}: {e}'
+                    ) from None
 
 
 def _secure_sum(proto):

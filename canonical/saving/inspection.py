@@ -12,6 +12,7 @@ import collections
 import os
 
 from canonical.core import bits_text
+from canonical.privacy import releases
 from canonical.saving import op_allowlist
 from canonical.saving import tf_free_reader
 
@@ -100,6 +101,9 @@ def describe(proto, where, size, leaves=None):
     lines.extend(f'    {e.tensor}: {e.encoder}' for e in proto.encoders)
   else:
     lines.append('  encoders: none')
+  for release in proto.privacy_releases:
+    lines.append('  differential privacy, each round: ' + releases.Release(
+        release.source, release.noise_multiplier).describe())
   for op, pieces in sorted(refused.items()):
     lines.append(f'  refused by default: op {op!r} in '
                  f'{", ".join(sorted(pieces))} (load with allow_ops)')

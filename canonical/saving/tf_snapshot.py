@@ -4,7 +4,7 @@ form without TensorFlow needs of TensorFlow and of the loader. Do not edit."""
 # pylint: skip-file
 TENSORFLOW_VERSION = '2.21.0'
 MAGIC = b'FEDCANON'
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 HEADER_FORMAT = '<8sIQ32s'
 PIECES = ('initialize', 'prepare', 'work', 'zero', 'accumulate', 'merge', 'report', 'update')
 OPTIONAL_PIECES = ('client_state_init', 'secure_parameters')
@@ -1024,19 +1024,21 @@ SCHEMA = (
     b'\t\x12\x16\n\x12ROW_PARTITION_SPEC\x10\n\x12\x18\n\x14REGISTERED_TYPE_SPEC\x10\x0c\x12\x17\n\x13EXTEN'
     b'SION_TYPE_SPEC\x10\r"\x04\x08\x0b\x10\x0bBWZUgithub.com/tensorflow/tensorflow/t'
     b'ensorflow/go/core/protobuf/for_core_protos_go_protob\x06proto3\n'
-    b'\xd3\x06\n\x14canonical_form.proto\x12\x08fedcanon\x1a%tensorflow/core/framewor'
+    b'\xc3\x07\n\x14canonical_form.proto\x12\x08fedcanon\x1a%tensorflow/core/framewor'
     b'k/graph.proto\x1a%tensorflow/core/protobuf/struct.proto"\xd6\x01\n\x05Pie'
     b'ce\x12\x0c\n\x04name\x18\x01 \x01(\t\x12#\n\x05graph\x18\x02 \x01(\x0b2\x14.tensorflow.GraphDef\x124\n\x0finp'
     b'ut_structure\x18\x03 \x01(\x0b2\x1b.tensorflow.StructuredValue\x12\x15\n\rinput_ten'
     b'sors\x18\x04 \x03(\t\x125\n\x10output_structure\x18\x05 \x01(\x0b2\x1b.tensorflow.Structured'
     b'Value\x12\x16\n\x0eoutput_tensors\x18\x06 \x03(\t"/\n\x0cEncoderEntry\x12\x0e\n\x06tensor\x18\x01 \x01('
     b'\t\x12\x0f\n\x07encoder\x18\x02 \x01(\t"O\n\tSecureSum\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x19\n\x11static_para'
-    b'meters\x18\x02 \x03(\x03\x12\x19\n\x11from_server_state\x18\x03 \x01(\x08"\xff\x02\n\x04Form\x12\x16\n\x0eformat_v'
+    b'meters\x18\x02 \x03(\x03\x12\x19\n\x11from_server_state\x18\x03 \x01(\x08":\n\x0ePrivacyRelease\x12\x0e\n'
+    b'\x06source\x18\x01 \x01(\t\x12\x18\n\x10noise_multiplier\x18\x02 \x01(\x01"\xb3\x03\n\x04Form\x12\x16\n\x0eformat_v'
     b'ersion\x18\x01 \x01(\r\x12\x18\n\x10producer_version\x18\x02 \x01(\t\x12\x1a\n\x12tensorflow_version'
     b'\x18\x03 \x01(\t\x12\x0c\n\x04name\x18\x04 \x01(\t\x12\x13\n\x0bdescription\x18\x05 \x01(\t\x12(\n\x08encoders\x18\x06 \x03(\x0b2'
     b'\x16.fedcanon.EncoderEntry\x12\x1b\n\x0ebroadcast_bits\x18\x07 \x01(\x03H\x00\x88\x01\x01\x12\x1c\n\x0faggr'
     b'egated_bits\x18\x08 \x01(\x03H\x01\x88\x01\x01\x12\x1f\n\x06pieces\x18\t \x03(\x0b2\x0f.fedcanon.Piece\x12(\n\x0bs'
     b'ecure_sums\x18\n \x03(\x0b2\x13.fedcanon.SecureSum\x12\x18\n\x10parameter_labels\x18\x0b '
-    b'\x03(\t\x12\x15\n\rresult_labels\x18\x0c \x03(\tB\x11\n\x0f_broadcast_bitsB\x12\n\x10_aggregated'
-    b'_bitsb\x06proto3'
+    b'\x03(\t\x12\x15\n\rresult_labels\x18\x0c \x03(\t\x122\n\x10privacy_releases\x18\r \x03(\x0b2\x18.fedca'
+    b'non.PrivacyReleaseB\x11\n\x0f_broadcast_bitsB\x12\n\x10_aggregated_bitsb\x06p'
+    b'roto3'
 )

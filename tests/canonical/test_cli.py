@@ -423,7 +423,7 @@ def test_the_tf_free_reader_leaves_what_it_cannot_vouch_for(tmp_path,
   for name, contents in (('flipped', data[:-1] + bytes([data[-1] ^ 1])),
                          ('short', data[:-10]), ('empty', b''),
                          ('foreign', b'x' * 100),
-                         ('newer', envelope.wrap(data[52:], version=2))):
+                         ('newer', envelope.wrap(data[52:], version=3))):
     (tmp_path / name).write_bytes(contents)
     assert tf_free_reader.read(tmp_path / name) is None, name
   assert tf_free_reader.read(tmp_path / 'missing') is None

@@ -530,12 +530,15 @@ def test_dp_fedavg_reports_epsilon_every_round(tmp_path):
   assert 'DP-FedAvg (noise multiplier 0.5, clip 1, Poisson sampling q=0.5)' \
       in lines[0]
   run = beam_runner.RunDir(result.run_dir)
-  assert run.outcome(3)['evaluation']['epsilon'] == pytest.approx(
-      epsilons[-1])
+  assert run.outcome(3)['privacy'] == {
+      'epsilon': pytest.approx(epsilons[-1]), 'delta': 1e-5,
+      'accountant': 'rdp', 'noise_multiplier': 0.5,
+      'sampling_probability': q, 'neighbours': 'add or remove one client'}
+  assert 'epsilon' not in run.outcome(3)['evaluation']
   tags = set()
   board = os.path.join(result.run_dir, 'tensorboard')
   for name in os.listdir(board):
     for event in tf.compat.v1.train.summary_iterator(
         os.path.join(board, name)):
       tags.update(v.tag for v in event.summary.value)
-  assert 'evaluation/epsilon' in tags
+  assert 'privacy/epsilon' in tags

@@ -240,7 +240,7 @@ def test_file_records_versions_and_bits(encoded, tmp_path):
   path = tmp_path / 'form.pb'
   cf.save(encoded, path)
   proto = form_file.parse(path.read_bytes())
-  assert proto.format_version == envelope.FORMAT_VERSION
+  assert proto.format_version == 1  # Version 2 only with privacy releases.
   assert proto.tensorflow_version == tf.__version__
   assert proto.producer_version.startswith('fedcanon')
   assert proto.broadcast_bits == encoded.broadcast_bits
@@ -332,8 +332,8 @@ def _write(tmp_path, data, name='bad.pb'):
     (lambda d: b'\x89PNG\r\n\x1a\n' + bytes(100), 'not a saved canonical form'),
     (lambda d: _a_graph_def(), 'not a saved canonical form'),
     (lambda d: b'hello, world\n', 'not a saved canonical form'),
-    (lambda d: envelope.wrap(d[envelope.HEADER_BYTES:], version=2),
-     'format version 2 is newer'),
+    (lambda d: envelope.wrap(d[envelope.HEADER_BYTES:], version=3),
+     'format version 3 is newer'),
     (lambda d: envelope.wrap(b'\xff\xff\xff'), 'does not parse'),
 ])
 def test_bad_files_raise_form_errors(smoke_bytes, tmp_path, make, problem):
