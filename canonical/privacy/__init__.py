@@ -1,7 +1,10 @@
 """Differential privacy: what rounds of DP-FedAvg spend, with dp-accounting.
 
 `accounting`: (epsilon, delta) of Poisson-subsampled Gaussian rounds, plans
-checked against a budget, and the ledger a run keeps. The mechanisms
+checked against a budget, and the ledger a run keeps. `releases`: what a
+form releases each round (noted by its DP aggregators, kept by the
+compiler) and what a run of it spends by its sampling (`beam_runner.run`
+reports it). The mechanisms
 themselves (clipping, noise on the sum) are encoder stages
 (`encoders.stages.clipping`) in the aggregation processes
 `canonical.aggregators.dp_mean` and `dp_secure_mean`. `discrete_gaussian`

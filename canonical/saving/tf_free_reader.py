@@ -27,6 +27,7 @@ import sys
 
 from canonical import io as storage_lib
 from canonical.core import bits_text
+from canonical.core import secure_sum_rules
 from canonical.saving import tf_snapshot
 
 _SNAPSHOT = 'canonical/saving/tf_snapshot.py'
@@ -132,16 +133,13 @@ class Leaves:
     return f'({arguments}) -> {_member_text(piece.output_structure, 0)}'
 
   def secure_sum(self, entry, where):
-    """As `secagg.sums.SecureSum.describe`."""
+    """As `secagg.sums.SecureSum.describe`: the same rule's text."""
     del where  # Only the loader's errors name the file.
-    name = tf_snapshot.SECURE_SUM_PARAMETERS.get(entry.kind)
-    if name is None:
+    rule = secure_sum_rules.RULES.get(entry.kind)
+    if rule is None:
       raise Unsure(f'secure sum kind {entry.kind!r}')
-    if entry.from_server_state:
-      return f'{entry.kind}, {name} from the server state'
-    values = sorted(set(entry.static_parameters))
-    shown = values[0] if len(values) == 1 else list(entry.static_parameters)
-    return f'{entry.kind}, {name} {shown}'
+    return rule.describe(None if entry.from_server_state
+                         else list(entry.static_parameters))
 
   def bits(self, bits):
     return bits_text.human_bits(bits)
@@ -218,7 +216,6 @@ def snapshot_source():
   from canonical.saving import form_file  # pylint: disable=g-import-not-at-top
   from canonical.saving import op_allowlist  # pylint: disable=g-import-not-at-top
   from canonical.saving import structure_coding  # pylint: disable=g-import-not-at-top
-  from canonical.secagg import sums  # pylint: disable=g-import-not-at-top
 
   schema, seen = descriptor_pb2.FileDescriptorSet(), set()
 
@@ -252,9 +249,6 @@ def snapshot_source():
       f'HEADER_FORMAT = {envelope._HEADER.format!r}',  # pylint: disable=protected-access
       f'PIECES = {tuple(form_file.REQUIRED_PIECES)!r}',
       f'OPTIONAL_PIECES = {tuple(form_file.OPTIONAL_PIECES)!r}',
-      'SECURE_SUM_PARAMETERS = {',
-      *[f'    {k!r}: {v!r},' for k, v in sums.PARAMETER_NAMES.items()],
-      '}',
       f'DATASET_SPEC = {struct_pb2.TypeSpecProto.DATA_DATASET_SPEC!r}',
       '# The text of a scalar TensorSpec of each DataType number.',
       'TENSOR_TEXT = {',

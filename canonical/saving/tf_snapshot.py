@@ -8,11 +8,6 @@ FORMAT_VERSION = 2
 HEADER_FORMAT = '<8sIQ32s'
 PIECES = ('initialize', 'prepare', 'work', 'zero', 'accumulate', 'merge', 'report', 'update')
 OPTIONAL_PIECES = ('client_state_init', 'secure_parameters')
-SECURE_SUM_PARAMETERS = {
-    'federated_secure_sum_bitwidth': 'bitwidth',
-    'federated_secure_sum': 'max_input',
-    'federated_secure_modular_sum': 'modulus',
-}
 DATASET_SPEC = 5
 # The text of a scalar TensorSpec of each DataType number.
 TENSOR_TEXT = {

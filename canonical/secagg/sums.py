@@ -1,47 +1,32 @@
 """What a secure sum means, and how a runtime computes one.
 
-The three secure-sum intrinsics (TFF's names) differ only in the modulus their
-integers are added under and in what a client may send:
-
-| intrinsic                       | parameter p | a client sends    | result        |
-| federated_secure_sum_bitwidth   | bitwidth    | [0, 2**p - 1]     | the exact sum |
-| federated_secure_sum            | max_input   | [0, p]            | the exact sum |
-| federated_secure_modular_sum    | modulus     | any (taken mod p) | sum mod p     |
-
-For the exact sums the modulus is chosen per round from the number of clients,
-large enough that the modular sum is the sum. A value outside its range is a
-failure at that client (`SecureSumError` names the client, the intrinsic and
-the leaf). The runtime adds with the masking protocol of `canonical.secagg`
+Each intrinsic's rule (its parameter's range, the modulus of a round, what a
+client may send) is in `rules`. A value outside its range is a failure at
+that client (`SecureSumError` names the client, the intrinsic and the leaf).
+The runtime adds with the masking protocol of `canonical.secagg`
 (`masked_sum`), or, as the reference executor's plain meaning, in the clear
 (`plain_sum`); both return the same sums.
 """
 
 import dataclasses
-import math
 
 import numpy as np
 import tensorflow as tf
 from tensorflow.python.util import nest
 
-from canonical import errors
 from canonical import secagg
+from canonical.core import secure_sum_rules as rules
 
-BITWIDTH = 'federated_secure_sum_bitwidth'
-MAX_INPUT = 'federated_secure_sum'
-MODULAR = 'federated_secure_modular_sum'
-KINDS = (BITWIDTH, MAX_INPUT, MODULAR)
-PARAMETER_NAMES = {BITWIDTH: 'bitwidth', MAX_INPUT: 'max_input',
-                   MODULAR: 'modulus'}
-
-# Masks and sums travel as uint64; an exact sum must come back as an int64.
-MAX_MODULUS = 2**63
-# The smallest parameter each intrinsic accepts.
-_MINIMUM = {BITWIDTH: 1, MAX_INPUT: 1, MODULAR: 2}
+BITWIDTH = rules.BITWIDTH
+MAX_INPUT = rules.MAX_INPUT
+MODULAR = rules.MODULAR
+KINDS = rules.KINDS
+PARAMETER_NAMES = {kind: rule.parameter_name
+                   for kind, rule in rules.RULES.items()}
+MAX_MODULUS = rules.MAX_MODULUS
 
 
-class SecureSumError(errors.Error, ValueError):
-  """A secure sum cannot be computed: a parameter out of range, a client's
-  value out of its range, or a sum that does not fit its dtype."""
+SecureSumError = rules.SecureSumError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,39 +38,17 @@ class SecureSum:
   static_parameters: tuple = None
 
   def describe(self):
-    name = PARAMETER_NAMES[self.kind]
-    if self.static_parameters is None:
-      return f'{self.kind}, {name} from the server state'
-    values = sorted(set(self.static_parameters))
-    shown = values[0] if len(values) == 1 else list(self.static_parameters)
-    return f'{self.kind}, {name} {shown}'
+    return rules.RULES[self.kind].describe(self.static_parameters)
 
 
 def check_parameter(kind, parameter, where):
   """Raises `SecureSumError` unless `parameter` is in range for `kind`."""
-  parameter = int(parameter)
-  smallest = _MINIMUM[kind]
-  largest = {BITWIDTH: 62, MAX_INPUT: MAX_MODULUS // 2,
-             MODULAR: MAX_MODULUS}[kind]
-  if not smallest <= parameter <= largest:
-    raise SecureSumError(f'{where}: {PARAMETER_NAMES[kind]} {parameter} is '
-                         f'out of range [{smallest}, {largest}].')
-  return parameter
+  return rules.RULES[kind].check_parameter(parameter, where)
 
 
 def modulus(kind, parameter, num_clients):
   """The modulus a round of `num_clients` adds this leaf under."""
-  if kind == MODULAR:
-    return parameter
-  largest_input = 2**parameter - 1 if kind == BITWIDTH else parameter
-  needed = largest_input * max(num_clients, 1) + 1  # Sums are in [0, needed).
-  if kind == BITWIDTH:  # A power of two, as a bitwidth promises.
-    needed = 2**max(parameter, math.ceil(math.log2(needed)))
-  if needed > MAX_MODULUS:
-    raise SecureSumError(
-        f'{kind}: the sum of {num_clients} values up to {largest_input} '
-        f'needs a modulus of {needed}, more than 2**63.')
-  return needed
+  return rules.RULES[kind].modulus(parameter, num_clients)
 
 
 def client_input(kind, parameters, value, who):
@@ -94,25 +57,15 @@ def client_input(kind, parameters, value, who):
   `parameters` is one int per leaf. Raises `SecureSumError` (naming `who`,
   the intrinsic and the leaf) for a value outside its range.
   """
-  flat = nest.flatten_with_joined_string_paths(value)
+  rule = rules.RULES[kind]
   leaves = []
-  for (path, leaf), parameter in zip(flat, parameters):
-    array = np.asarray(leaf)
-    if kind == MODULAR:  # Projected into [0, modulus), negatives too.
-      wide = np.uint64 if array.dtype == np.uint64 else np.int64
-      leaves.append(np.mod(array.astype(wide), wide(parameter)).astype(
-          np.uint64))
-      continue
-    largest = 2**parameter - 1 if kind == BITWIDTH else parameter
-    bad = np.flatnonzero((array < 0) | (array > largest))
-    if bad.size:
-      index = tuple(int(i) for i in np.unravel_index(bad[0], array.shape))
-      raise SecureSumError(
-          f'{who}: values must be in [0, {largest}] '
-          f'({PARAMETER_NAMES[kind]} {parameter}), leaf '
-          f'{path or "<root>"} has {array.reshape(-1)[bad[0]]} at index '
-          f'{index}.')
-    leaves.append(array.astype(np.uint64))
+  for (path, leaf), parameter in zip(
+      nest.flatten_with_joined_string_paths(value), parameters):
+    try:
+      leaves.append(rule.encode(np.asarray(leaf), parameter,
+                                f'leaf {path or "<root>"}'))
+    except SecureSumError as e:
+      raise SecureSumError(f'{who}: {e}') from None
   return tf.nest.pack_sequence_as(value, leaves)
 
 

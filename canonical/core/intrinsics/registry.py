@@ -94,6 +94,9 @@ class Intrinsic:
   at_one_place: Callable
   reference: Callable
   lowering: Optional[Callable] = None  # Aggregating roles only.
+  # A secure sum's rule (`core.secure_sum_rules`): its parameter's range,
+  # the modulus of a round, what a client may send.
+  secure_rule: Optional[object] = None
 
   @property
   def aggregates(self):

@@ -1,6 +1,8 @@
 """The secure sums, with TFF's names: integers at the clients added under
-masks, so that no aggregator sees a client's value (`canonical.secagg.sums`
-says what each means; the runtimes add them with the masking protocol).
+masks, so that no aggregator sees a client's value. Each spec carries its
+rule (`core.secure_sum_rules`: the parameter's range, the modulus, what a
+client may send); the runtimes add them with the masking protocol
+(`canonical.secagg.sums`).
 
 The parameter (bitwidth, max_input or modulus) is an int, a structure of ints
 like the value (one per tensor), or an integer SERVER value, one scalar for
@@ -15,6 +17,7 @@ from canonical.core.intrinsics import checks
 from canonical.core.intrinsics import registry
 from canonical.core import ir
 from canonical.core import naming
+from canonical.core import secure_sum_rules
 from canonical.core import types as ft
 from canonical.secagg import sums
 
@@ -40,9 +43,9 @@ def federated_secure_modular_sum(value, modulus):
 
 
 def _secure_sum(spec, value, parameter):
-  name = spec.name
+  name, rule = spec.name, spec.secure_rule
   value = checks.as_value(name, value)
-  what = sums.PARAMETER_NAMES[name]
+  what = rule.parameter_name
   if isinstance(parameter, ir.Unplaced):
     checks.fail(name, f'the {what} {naming.describe_object(parameter)} is '
                       'unplaced: place it with federated_value(..., SERVER), '
@@ -57,8 +60,8 @@ def _secure_sum(spec, value, parameter):
     return spec.bind([value, parameter], {'per_leaf': per_leaf})
   try:
     flat = _parameter_leaves(name, what, parameter, value)
-    flat = [sums.check_parameter(name, _python_int(name, what, p),
-                                 f'the {what}') for p in flat]
+    flat = [rule.check_parameter(_python_int(name, what, p), f'the {what}')
+            for p in flat]
   except sums.SecureSumError as e:
     checks.fail(name, str(e))
   if len(flat) == 1:
@@ -73,7 +76,7 @@ def _type_rule(name):
                               lambda dtype: dtype.is_integer)
     if parameter is not None:  # Given by the SERVER each round.
       checks.expect_placement(name, parameter, ft.SERVER)
-      what = sums.PARAMETER_NAMES[name]
+      what = secure_sum_rules.RULES[name].parameter_name
       for spec in _parameter_leaves(name, what, parameter.member, value):
         if not (isinstance(spec, tf.TensorSpec) and spec.shape.rank == 0 and
                 spec.dtype.is_integer):
@@ -146,7 +149,7 @@ def _spec(name, function):
       placement=registry.Placement.SERVER,
       role=registry.Role.SECURE_AGGREGATION,
       at_one_place=registry.first_argument, reference=_reference,
-      lowering=_lowering)
+      lowering=_lowering, secure_rule=secure_sum_rules.RULES[name])
 
 
 BITWIDTH = registry.register(_spec(sums.BITWIDTH,
