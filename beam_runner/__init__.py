@@ -37,7 +37,10 @@ _moved.register({
     'beam_runner.run_lock': ['beam_runner.driver.run_lock'],
     'beam_runner.runner': ['beam_runner.driver.runner'],
     'beam_runner.sandbox': ['beam_runner.worker_io.sandbox'],
-    'beam_runner.secure_round': ['beam_runner.secure.round'],
+    'beam_runner.secure_round': [
+        'beam_runner.secure.round', 'beam_runner.secure.protocol_steps',
+        'beam_runner.secure.clients', 'beam_runner.secure.kept',
+        'beam_runner.secure.messages'],
     'beam_runner.steps': ['beam_runner.pipeline.steps'],
     'beam_runner.tensor_io': ['beam_runner.worker_io.tensor_io'],
     'beam_runner.tensorboard_log': ['beam_runner.driver.tensorboard_log'],

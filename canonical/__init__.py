@@ -20,6 +20,7 @@ from canonical import _moved
 from canonical import quiet as _quiet
 from canonical.errors import Error
 from canonical.errors import FederatedError
+from canonical.errors import FormError
 
 # The public names of the language, by the module each comes from, in the
 # order the package imported them when it imported them eagerly.
@@ -41,7 +42,7 @@ _HOMES = {
         'to_type', 'Type', 'type_at_clients', 'type_at_server'),
     'canonical.executors.local': ('run_round',),
     'canonical.executors': ('reference',),
-    'canonical.form': ('CanonicalForm', 'FormError', 'Piece'),
+    'canonical.form': ('CanonicalForm', 'Piece'),
     'canonical.saving': ('fingerprint', 'load', 'save'),
     'canonical.templates': ('IterativeProcess',),
 }

@@ -24,3 +24,10 @@ class InvalidValueError(Error, ValueError):
 
 class InvalidTypeError(Error, TypeError):
   """An argument of the wrong kind; the message names it and what it takes."""
+
+
+class FormError(Error, TypeError):
+  """A canonical form is malformed (pieces whose types do not connect), or a
+  form file is unusable; the message names the piece or file and the problem.
+  (`canonical.FormError`; here so that reading a form file's header needs no
+  TensorFlow.)"""

@@ -33,20 +33,16 @@ import tensorflow as tf
 from tensorflow.python.util import nest  # pylint: disable=g-direct-tensorflow-import
 
 from canonical.core import bits_text
+from canonical.core import piece_names
 from canonical.core import types as ft
 from canonical.core import unrolled_datasets
 from canonical import errors
-from canonical.privacy import releases
+from canonical.core import privacy_releases
 from canonical.secagg import sums as secure_sums_lib
 from encoders.core import structures
 
-PIECES = ('initialize', 'prepare', 'work', 'zero', 'accumulate', 'merge',
-          'report', 'update')
-
-
-class FormError(errors.Error, TypeError):
-  """A canonical form is malformed (pieces whose types do not connect), or a
-  form file is unusable; the message names the piece or file and the problem."""
+PIECES = piece_names.PIECES
+FormError = errors.FormError
 
 
 @dataclasses.dataclass
@@ -308,7 +304,7 @@ class CanonicalForm:
                secure_sums: Sequence[secure_sums_lib.SecureSum] = (),
                parameter_labels: Sequence[str] = (),
                result_labels: Sequence[str] = (),
-               privacy_releases: Sequence[releases.Release] = ()):
+               privacy_releases: Sequence[privacy_releases.Release] = ()):
     self.initialize = initialize
     self.prepare = prepare
     self.work = work

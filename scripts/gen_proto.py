@@ -1,5 +1,6 @@
-"""Generates canonical/saving/canonical_form_pb2.py from proto/canonical_form.proto,
-and canonical/core/tff_type_pb2.py (TFF 0.87's type messages) from
+"""Generates canonical/saving/canonical_form_pb2.py (and its schema as a
+descriptor set, form_schema.binpb) from proto/canonical_form.proto, and
+canonical/core/tff_type_pb2.py (TFF 0.87's type messages) from
 proto/tff_type.proto.
 
 TensorFlow's wheel ships no .proto sources, so the schemas ours imports
@@ -19,6 +20,9 @@ PROTO_DIR = os.path.join(ROOT, 'proto')
 PROTO_FILE = 'canonical_form.proto'
 OUTPUT_DIR = os.path.join(ROOT, 'canonical', 'saving')
 MODULE = 'canonical_form_pb2.py'
+# The same schema as a FileDescriptorSet (with TensorFlow's messages it
+# embeds), for the reader that parses form files without TensorFlow.
+SCHEMA = 'form_schema.binpb'
 
 
 def _tensorflow_descriptor_set():
@@ -42,7 +46,8 @@ def _tensorflow_descriptor_set():
 
 
 def generate(output_dir=OUTPUT_DIR):
-  """Writes the generated module into `output_dir`; returns its path."""
+  """Writes the generated module (and `SCHEMA`) into `output_dir`; returns
+  the module's path."""
   with tempfile.TemporaryDirectory() as tmp:
     descriptor_set = os.path.join(tmp, 'tensorflow.pb')
     with open(descriptor_set, 'wb') as f:
@@ -52,7 +57,9 @@ def generate(output_dir=OUTPUT_DIR):
     run = subprocess.run([
         sys.executable, '-m', 'grpc_tools.protoc', f'--proto_path={PROTO_DIR}',
         f'--descriptor_set_in={descriptor_set}',
-        f'--python_out={output_dir}', os.path.join(PROTO_DIR, PROTO_FILE)],
+        f'--python_out={output_dir}',
+        f'--descriptor_set_out={os.path.join(output_dir, SCHEMA)}',
+        '--include_imports', os.path.join(PROTO_DIR, PROTO_FILE)],
                          capture_output=True, text=True, check=False)
   if run.returncode != 0:
     raise RuntimeError(f'protoc failed on {PROTO_FILE} (exit '

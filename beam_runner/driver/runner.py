@@ -40,7 +40,7 @@ import canonical
 from canonical import errors
 from canonical import form as form_lib
 from canonical import io as storage_lib
-from canonical.privacy import releases as privacy_releases
+from canonical.privacy import spending as privacy_spending
 from canonical.secagg import graph as secagg_graph
 from canonical.simulation.sampling import sample_clients
 from canonical.simulation.sampling import SAMPLINGS
@@ -163,7 +163,7 @@ def run(form_or_path: 'form_lib.CanonicalForm | str',
       differentially private (its `privacy_releases`), each outcome's
       `privacy` is the (epsilon, delta) of the rounds so far, from
       dp-accounting ('rdp' or 'pld') with this run's sampling and
-      population (`canonical.privacy.releases`).
+      population (`canonical.privacy.spending`).
 
   Each committed round's outcome (metrics, clients ok and dropped with
   reasons, bits broadcast and aggregated, clients per worker, seconds per
@@ -318,11 +318,11 @@ class _PrivacyReport:
     self._releases = releases
     self._run = dict(sampling=sampling, clients_per_round=clients_per_round,
                      population=population, accountant=accountant)
-    self._delta = privacy_releases.check_run(releases, delta=delta,
+    self._delta = privacy_spending.check_run(releases, delta=delta,
                                              **self._run)
 
   def after(self, rounds):
-    return privacy_releases.spent(self._releases, rounds=rounds,
+    return privacy_spending.spent(self._releases, rounds=rounds,
                                   delta=self._delta, **self._run)
 
 

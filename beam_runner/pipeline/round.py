@@ -295,7 +295,7 @@ class WorkFn(FormFn, beam.DoFn):
         update, bits, outputs = self._work(task, read, c)
         if self._secure is not None:
           # It keeps its U and advertises its keys; its U goes with its
-          # masked input (secure_round.MaskFn), if it gets that far.
+          # masked input (protocol_steps.MaskFn), if it gets that far.
           stats['advertisements'].append(keeper.keep(task.client_id,
                                                      update))
       except ClientDropped as e:
@@ -332,7 +332,7 @@ class WorkFn(FormFn, beam.DoFn):
         else:
           data = self._data.read(task.client_id, form.client_data_spec)
       except Exception as e:  # pylint: disable=broad-except
-        raise ClientDropped(UNREADABLE, _message(e)) from e
+        raise ClientDropped(UNREADABLE, error_message(e)) from e
       if form.has_client_state:
         data = (data, self._client_state(task))
     except ClientDropped as e:
@@ -349,11 +349,11 @@ class WorkFn(FormFn, beam.DoFn):
       update, y = form.work(data, c)
     except (tf.errors.DataLossError, tf.errors.NotFoundError,
             client_data_lib.ClientDataError) as e:  # Datasets read lazily.
-      raise ClientDropped(UNREADABLE, _message(e)) from e
+      raise ClientDropped(UNREADABLE, error_message(e)) from e
     except sandbox.SandboxFailure as e:
       raise ClientDropped(e.reason, e.detail) from e
     except Exception as e:  # pylint: disable=broad-except
-      raise ClientDropped(WORK_FAILED, _message(e)) from e
+      raise ClientDropped(WORK_FAILED, error_message(e)) from e
     new_client_state, outputs = form.split_client_result(y)
     arrays = tensor_io.flatten(update)
     values = 'NaN' if self._non_finite == 'drop_nan' else 'NaN or Inf'
@@ -385,7 +385,7 @@ class WorkFn(FormFn, beam.DoFn):
       return tensor_io.read_tensors(task.committed_state,
                                     form.client_state_spec, what, storage)
     except (OSError, ValueError) as e:
-      raise ClientDropped(UNREADABLE_STATE, _message(e)) from e
+      raise ClientDropped(UNREADABLE_STATE, error_message(e)) from e
 
 
 _NONE = object()  # No item left.
@@ -418,7 +418,8 @@ def acceptable(arrays, non_finite):
   return all(check(a).all() for a in arrays if a.dtype.kind in 'fc')
 
 
-def _message(error):
+def error_message(error):
+  """An error as one short line, for a dropped client's reason."""
   text = str(error).strip().splitlines()
   text = text[0] if text else ''
   return f'{type(error).__name__}: {text[:300]}'
@@ -502,7 +503,7 @@ class UpdateFn(FormFn, beam.DoFn):
       outcome['metrics'] = metrics_to_json(metrics)
     except Exception as e:  # pylint: disable=broad-except
       outcome['failed'] = e.args[0] if isinstance(e, RoundFailed) else \
-          f'update failed: {_message(e)}'
+          f'update failed: {error_message(e)}'
       write_outcome(attempt, outcome)
       return
     outcome['update_seconds'] = time.perf_counter() - start
@@ -546,7 +547,7 @@ def prepare(form, plan, state):
       plan.secure.start(form, state, len(plan.sampled), plan.secure_threshold,
                         plan.secure_neighbors)
   except Exception as e:  # pylint: disable=broad-except
-    write_outcome(plan.attempt, {'failed': f'prepare failed: {_message(e)}'})
+    write_outcome(plan.attempt, {'failed': f'prepare failed: {error_message(e)}'})
     return False
   write_outcome(plan.attempt, {
       'bits_broadcast_each': bits, 'prepared_at': time.time(),

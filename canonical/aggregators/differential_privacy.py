@@ -38,8 +38,7 @@ from canonical.core import ir
 from canonical.core import specs
 from canonical.core import types as ft
 from canonical import errors
-from canonical import privacy
-from canonical.privacy import releases
+from canonical.core import privacy_releases
 from canonical.templates import aggregation_process
 from canonical.templates import measured
 from encoders.core import seeds
@@ -99,7 +98,7 @@ class GaussianQuery:
     count (sensitivity 1/2, so multiplier 2 * its stddev) composed in."""
     if not self.adaptive:
       return self.value_noise_multiplier
-    return privacy.combined_noise_multiplier(
+    return privacy_releases.combined_noise_multiplier(
         [self.value_noise_multiplier, 2 * self.clipped_count_stddev])
 
   def initial_state(self):
@@ -322,7 +321,7 @@ class DifferentiallyPrivateFactory(factory.UnweightedAggregationFactory):
       output = record_process.next(state['agg_state'], records)
       mean, query_state, metrics, noise_round = intrinsics.federated_map(
           finish, (output.result, state['query_state'], state['noise_round']))
-      ir.note(mean, releases.Release('DifferentiallyPrivateFactory',
+      ir.note(mean, privacy_releases.Release('DifferentiallyPrivateFactory',
                                      query.round_noise_multiplier))
       new_state = collections.OrderedDict(
           query_state=query_state, agg_state=output.state,

@@ -22,8 +22,7 @@ from canonical.core import intrinsics
 from canonical.core import ir
 from canonical.core import specs
 from canonical.core import types as ft
-from canonical import privacy
-from canonical.privacy import releases
+from canonical.core import privacy_releases
 from canonical.templates import aggregation_process
 from canonical.templates import measured
 from canonical.templates import measured_process
@@ -50,7 +49,7 @@ def round_noise_multiplier(noise_multiplier, expected_clients, adaptive,
     return noise_multiplier
   if indicator_stddev is None:
     indicator_stddev = default_indicator_stddev(expected_clients)
-  return privacy.combined_noise_multiplier([noise_multiplier,
+  return privacy_releases.combined_noise_multiplier([noise_multiplier,
                                             indicator_stddev])
 
 
@@ -140,7 +139,7 @@ class DPMeanFactory(factory.WeightedAggregationFactory):
                             specs.plain(encode.result_spec))
 
     init_fn = aggregation_process.initialize_at_server(initialize)
-    release = releases.Release('DPMeanFactory', round_noise_multiplier(
+    release = privacy_releases.Release('DPMeanFactory', round_noise_multiplier(
         self._noise_multiplier, expected_clients, self._adaptive,
         self._indicator_stddev))
 

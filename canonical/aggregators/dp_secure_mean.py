@@ -34,7 +34,7 @@ from canonical.core import ir
 from canonical.core import specs
 from canonical.core import types as ft
 from canonical import errors
-from canonical.privacy import releases
+from canonical.core import privacy_releases
 from canonical.templates import aggregation_process
 from canonical.templates import measured
 from canonical.templates import measured_process
@@ -192,7 +192,7 @@ class DPSecureMeanFactory(factory.WeightedAggregationFactory):
           encode, (value, weight, intrinsics.federated_broadcast(state)))
       total = intrinsics.federated_secure_modular_sum(levels, modulus)
       new_state, mean = intrinsics.federated_map(finish, (state, total))
-      ir.note(mean, releases.Release('DPSecureMeanFactory', noise_multiplier))
+      ir.note(mean, privacy_releases.Release('DPSecureMeanFactory', noise_multiplier))
       return measured.MeasuredProcessOutput(new_state, mean,
                                             sum_factory.empty_at_server())
 

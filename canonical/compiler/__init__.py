@@ -24,7 +24,7 @@ from canonical.compiler.plan import Plan
 from canonical.core import ir
 from canonical import errors
 from canonical import form
-from canonical.privacy import releases
+from canonical.core import privacy_releases
 from canonical.templates import iterative_process
 
 
@@ -41,4 +41,4 @@ def compile(process: iterative_process.IterativeProcess,  # pylint: disable=rede
   plan = partition(graph, process.has_client_state)
   return emit(process, plan, name=name or graph.name, description=description,
               encoders=process.encoders if encoders is None else encoders,
-              privacy_releases=ir.noted(graph, releases.Release))
+              privacy_releases=ir.noted(graph, privacy_releases.Release))

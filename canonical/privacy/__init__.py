@@ -1,10 +1,11 @@
 """Differential privacy: what rounds of DP-FedAvg spend, with dp-accounting.
 
 `accounting`: (epsilon, delta) of Poisson-subsampled Gaussian rounds, plans
-checked against a budget, and the ledger a run keeps. `releases`: what a
-form releases each round (noted by its DP aggregators, kept by the
-compiler) and what a run of it spends by its sampling (`beam_runner.run`
-reports it). The mechanisms
+checked against a budget, and the ledger a run keeps. `spending`: what a
+run of a form spends, from what the form releases each round
+(`canonical.core.privacy_releases`: noted by its DP aggregators, kept by
+the compiler) and the run's sampling (`beam_runner.run` reports it). The
+mechanisms
 themselves (clipping, noise on the sum) are encoder stages
 (`encoders.stages.clipping`) in the aggregation processes
 `canonical.aggregators.dp_mean` and `dp_secure_mean`. `discrete_gaussian`

@@ -24,6 +24,8 @@ from dp_accounting import pld
 from dp_accounting import rdp
 
 from canonical import errors
+from canonical.core.privacy_releases import check_noise_multiplier
+from canonical.core.privacy_releases import combined_noise_multiplier  # pylint: disable=unused-import
 
 ACCOUNTANTS = ('rdp', 'pld')
 
@@ -41,15 +43,6 @@ def _number(name, value):
   value = float(value)
   if math.isnan(value):
     _fail(f'{name} must not be NaN.')
-  return value
-
-
-def check_noise_multiplier(noise_multiplier):
-  """A finite number >= 0; 0 means no noise (epsilon is inf)."""
-  value = _number('noise_multiplier', noise_multiplier)
-  if not 0 <= value < math.inf:
-    _fail('noise_multiplier must be finite and >= 0 (0 means no noise, '
-          f'epsilon inf), got {noise_multiplier!r}.')
   return value
 
 
@@ -168,25 +161,6 @@ def check_plan(noise_multiplier, sampling_probability, rounds, delta,
           f'{delta:g} ({accountant}), above the target {target_epsilon:g}; '
           f'at most {fit} rounds fit.')
   return spent
-
-
-def combined_noise_multiplier(noise_multipliers):
-  """The noise multiplier of several Gaussian sums released in the same round.
-
-  Each entry is one sum's noise stddev divided by how much one client can
-  change it (its clip; 1 for a count). A client is in all of them, so
-  together they are one Gaussian mechanism of multiplier
-  `(sum_i z_i**-2) ** -0.5`. Examples: L tensors each noised at z relative to
-  its own clip give z / sqrt(L); an update at z plus the adaptive clip's
-  count noised at stddev s give (z**-2 + s**-2) ** -0.5. A 0 entry (an
-  un-noised release) makes the result 0: no privacy.
-  """
-  values = [check_noise_multiplier(z) for z in noise_multipliers]
-  if not values:
-    _fail('combined_noise_multiplier needs at least one noise multiplier.')
-  if min(values) == 0:
-    return 0.0
-  return math.fsum(z**-2 for z in values)**-0.5
 
 
 class PrivacyLedger:

@@ -7,7 +7,7 @@ it reaches the protobuf parser or TensorFlow.
 import hashlib
 import struct
 
-from canonical.form import FormError
+from canonical.errors import FormError
 
 MAGIC = b'FEDCANON'
 # The newest version this loader reads. A form is written at the least

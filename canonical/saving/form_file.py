@@ -16,10 +16,11 @@ import tensorflow as tf
 from google.protobuf import message
 
 from canonical import errors
+from canonical.core import piece_names
 from canonical import form as form_lib
 from canonical.form import FormError
 from canonical import io as storage_lib
-from canonical.privacy import releases
+from canonical.core import privacy_releases
 from canonical.saving import canonical_form_pb2
 from canonical.saving import envelope
 from canonical.saving import graph_checks
@@ -28,8 +29,8 @@ from canonical.saving import op_allowlist
 from canonical.saving import structure_coding
 from canonical.secagg import sums as secure_sums
 
-REQUIRED_PIECES = form_lib.PIECES
-OPTIONAL_PIECES = ('client_state_init', 'secure_parameters')
+REQUIRED_PIECES = piece_names.PIECES
+OPTIONAL_PIECES = piece_names.OPTIONAL_PIECES
 
 
 def _producer_version():
@@ -143,7 +144,7 @@ def from_bytes(data: bytes, where: str = 'form', allow_ops: Iterable[str] = (),
 
 def _release(proto, where):
   try:
-    return releases.Release(proto.source, proto.noise_multiplier)
+    return privacy_releases.Release(proto.source, proto.noise_multiplier)
   except errors.InvalidValueError as e:
     raise FormError(f'{where}: privacy release {proto.source!r}: {e}'
                     ) from None

@@ -12,7 +12,8 @@ import collections
 import os
 
 from canonical.core import bits_text
-from canonical.privacy import releases
+from canonical.errors import FormError  # pylint: disable=unused-import  # Named here before.
+from canonical.core import privacy_releases
 from canonical.saving import op_allowlist
 from canonical.saving import tf_free_reader
 
@@ -102,16 +103,9 @@ def describe(proto, where, size, leaves=None):
   else:
     lines.append('  encoders: none')
   for release in proto.privacy_releases:
-    lines.append('  differential privacy, each round: ' + releases.Release(
+    lines.append('  differential privacy, each round: ' + privacy_releases.Release(
         release.source, release.noise_multiplier).describe())
   for op, pieces in sorted(refused.items()):
     lines.append(f'  refused by default: op {op!r} in '
                  f'{", ".join(sorted(pieces))} (load with allow_ops)')
   return '\n'.join(lines)
-
-
-def __getattr__(name):
-  if name == 'FormError':  # Still here, imported (with TensorFlow) on use.
-    from canonical.form import FormError  # pylint: disable=g-import-not-at-top
-    return FormError
-  raise AttributeError(f'module {__name__!r} has no attribute {name!r}')

@@ -13,9 +13,24 @@ interpreter, and minus stateful ops other than a few known harmless ones
 `WriteFile`, `Save`, `Restore`, `MatchingFiles`, file-reading datasets,
 `PrintV2` to a file), variables, queues and lookup tables, stateful random,
 collectives, `RemoteCall`, `Abort`.
+
+The rules' answer for the installed TensorFlow is kept as a table,
+`allowed_ops.txt`, which the loader and the TensorFlow-free reader both
+read; a test fails when a TensorFlow upgrade changes the answer, so the
+change is read before the table is rewritten.
 """
 
 import functools
+import os
+
+# The allowed op names, one per line: written from the rules below by
+# `python -m canonical.saving.op_allowlist`, read by the loader and by the
+# TensorFlow-free reader alike.
+TABLE = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                     'allowed_ops.txt')
+_TABLE_HEADER = ('# The ops a loaded form may hold by default (op_allowlist.py '
+                 'says why).\n# Written by python -m '
+                 'canonical.saving.op_allowlist; do not edit.\n')
 
 _ALLOWED_LIBRARIES = frozenset({
     'gen_array_ops', 'gen_bitwise_ops', 'gen_control_flow_ops',
@@ -87,7 +102,17 @@ def _library_of(op_class):
 
 @functools.lru_cache(maxsize=None)
 def default_allowed_ops():
-  """The op names a form may hold by default (computed once per process)."""
+  """The op names a form may hold by default: the table `allowed_ops.txt`,
+  which the loader and the TensorFlow-free reader both read."""
+  with open(TABLE, encoding='utf-8') as f:
+    return frozenset(line.strip() for line in f
+                     if line.strip() and not line.startswith('#'))
+
+
+def ops_the_rules_allow():
+  """The op names the rules above allow in the installed TensorFlow: what
+  the table must hold (a test compares them; `python -m
+  canonical.saving.op_allowlist` rewrites the table)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from tensorflow.python.framework import op_def_registry  # pylint: disable=g-import-not-at-top
   allowed = {'Placeholder', 'Const', 'NoOp', *_PURE_EXPERIMENTAL_DATASETS,
@@ -104,6 +129,10 @@ def default_allowed_ops():
       continue
     allowed.add(name)
   return frozenset(allowed)
+
+
+def table_text(ops):
+  return ''.join([_TABLE_HEADER] + [f'{op}\n' for op in sorted(ops)])
 
 
 def ops_of(graph_def):
@@ -124,3 +153,13 @@ def refused_op(graph_def, allowed):
     if op not in allowed and op not in own:
       return op, where
   return None
+
+
+def main():
+  with open(TABLE, 'w', encoding='utf-8') as f:
+    f.write(table_text(ops_the_rules_allow()))
+  print(f'wrote {os.path.relpath(TABLE)}')
+
+
+if __name__ == '__main__':
+  main()

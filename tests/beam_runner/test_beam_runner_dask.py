@@ -296,8 +296,8 @@ def test_secure_sums_on_dask_are_bit_exact(dask_address):
 
 def _drawn_clients():
   """{round file: the client ids this worker drew keys for in that round}."""
-  from beam_runner.secure import round as secure_round  # pylint: disable=g-import-not-at-top
-  by_round = secure_round._CLIENTS_BY_ROUND._values  # pylint: disable=protected-access
+  from beam_runner.secure import clients as secure_clients  # pylint: disable=g-import-not-at-top
+  by_round = secure_clients._CLIENTS_BY_ROUND._values  # pylint: disable=protected-access
   return {path: sorted(clients._values) for path, clients in by_round.items()}  # pylint: disable=protected-access
 
 

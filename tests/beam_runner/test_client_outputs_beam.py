@@ -17,7 +17,7 @@ import tensorflow as tf
 import beam_runner
 from beam_runner import __main__ as cli
 from beam_runner import engines
-from beam_runner.secure import round as secure_round
+from beam_runner.secure import protocol_steps
 from beam_runner.worker_io import client_outputs as client_outputs_lib
 from beam_runner.worker_io import tfrecords
 import canonical as cf
@@ -271,7 +271,7 @@ def test_a_secure_round_keeps_the_outputs_of_clients_in_its_sums(
     monkeypatch, tmp_path):
   """Two clients fail to mask after their work wrote their outputs: they
   are in no sum, and none of their outputs is returned."""
-  original = secure_round.secagg.masked_input
+  original = protocol_steps.secagg.masked_input
   gone = {'c1', 'c4'}
 
   def masked_input(state, value, received):
@@ -279,7 +279,7 @@ def test_a_secure_round_keeps_the_outputs_of_clients_in_its_sums(
       raise ConnectionError(f'{state.keys.client_id} is offline')
     return original(state, value, received)
 
-  monkeypatch.setattr(secure_round.secagg, 'masked_input', masked_input)
+  monkeypatch.setattr(protocol_steps.secagg, 'masked_input', masked_input)
   rng = np.random.default_rng(0)
   data = {f'c{i}': rng.integers(0, 8, [3]).astype(np.int32) for i in range(6)}
   form = cf.compile(secure_sum_with_outputs_process())
@@ -292,7 +292,7 @@ def test_a_secure_round_keeps_the_outputs_of_clients_in_its_sums(
   for client, value in outputs.items():
     assert float(value) == float(np.sum(data[client]))
   # Without dropouts, exactly the local loop's (secure sums included).
-  monkeypatch.setattr(secure_round.secagg, 'masked_input', original)
+  monkeypatch.setattr(protocol_steps.secagg, 'masked_input', original)
   beam_runner.testing.assert_rounds_match(
       secure_sum_with_outputs_process(), data, rounds=2, clients_per_round=4,
       rtol=0, atol=0, form=form)

@@ -15,6 +15,10 @@ import pytest
 import beam_runner
 from beam_runner.driver import run_dir
 from beam_runner.pipeline import round as round_pipeline
+from beam_runner.secure import clients as secure_clients
+from beam_runner.secure import kept as secure_kept
+from beam_runner.secure import messages as secure_messages
+from beam_runner.secure import protocol_steps
 from beam_runner.secure import round as secure_round
 from beam_runner import testing
 from canonical import compiler
@@ -53,7 +57,7 @@ class _Spy:
   def __init__(self, monkeypatch):
     self.plain, self.masked = [], []
     for fn, seen in ((round_pipeline.AggregateFn, self.plain),
-                     (secure_round.MaskedSumFn, self.masked)):
+                     (protocol_steps.MaskedSumFn, self.masked)):
       monkeypatch.setattr(fn, 'merge_accumulators',
                           self._recording(fn.merge_accumulators, seen))
 
@@ -168,8 +172,8 @@ def test_ring_neighbors_sum_exactly_and_share_with_neighbors_only(
   """A sparse round (each client masks with 2 ring neighbors) equals the
   reference; every client's shares went to its 2 neighbors only."""
   sent = []
-  original = secure_round.ShareKeysFn.step
-  monkeypatch.setattr(secure_round.ShareKeysFn, 'step',
+  original = protocol_steps.ShareKeysFn.step
+  monkeypatch.setattr(protocol_steps.ShareKeysFn, 'step',
                       lambda fn, client, kept: sent.append(
                           original(fn, client, kept)) or sent[-1])
   data = _data(9, seed=8)
@@ -189,7 +193,7 @@ def test_ring_neighbors_sum_exactly_and_share_with_neighbors_only(
       'silent': {}}
 
 
-def _silent(monkeypatch, clients, step_fn=secure_round.UnmaskFn):
+def _silent(monkeypatch, clients, step_fn=protocol_steps.UnmaskFn):
   """`clients` fail `step_fn`'s step (by default unmasking), as devices
   gone offline."""
   original = step_fn.step
@@ -235,7 +239,7 @@ def test_too_few_answers_fail_the_round_and_commit_nothing(monkeypatch,
 def _failing(monkeypatch, step_fn, clients):
   """`clients` fail `step_fn`'s step for one of its clients (ShareKeysFn's
   step, or the masking in MaskFn), as devices gone offline."""
-  if step_fn is secure_round.ShareKeysFn:
+  if step_fn is protocol_steps.ShareKeysFn:
     _silent(monkeypatch, clients, step_fn)
     return
   _failing_to_mask(monkeypatch,
@@ -245,7 +249,7 @@ def _failing(monkeypatch, step_fn, clients):
 def _failing_to_mask(monkeypatch, fails):
   """Clients whose `fails(sharing state)` fail their masking step, once
   they have the others' shares (the others mask with them)."""
-  original = secure_round.secagg.masked_input
+  original = protocol_steps.secagg.masked_input
 
   def masked_input(state, value, received):
     client_id = state.keys.client_id
@@ -253,7 +257,7 @@ def _failing_to_mask(monkeypatch, fails):
       raise ConnectionError(f'{client_id} is offline')
     return original(state, value, received)
 
-  monkeypatch.setattr(secure_round.secagg, 'masked_input', masked_input)
+  monkeypatch.setattr(protocol_steps.secagg, 'masked_input', masked_input)
 
 
 def _expected_round(data, without):
@@ -267,9 +271,9 @@ def _expected_round(data, without):
 
 
 @pytest.mark.parametrize('step_fn, reason, per_element', [
-    (secure_round.ShareKeysFn, 'secure protocol: sharing keys failed', 3),
-    (secure_round.MaskFn, 'secure protocol: masking failed', 3),
-    (secure_round.MaskFn, 'secure protocol: masking failed', 9)])
+    (protocol_steps.ShareKeysFn, 'secure protocol: sharing keys failed', 3),
+    (protocol_steps.MaskFn, 'secure protocol: masking failed', 3),
+    (protocol_steps.MaskFn, 'secure protocol: masking failed', 9)])
 def test_clients_that_drop_out_mid_protocol_are_in_no_sum(
     monkeypatch, tmp_path, step_fn, reason, per_element):
   """Three of nine clients fail to share keys, or to mask (after the others
@@ -299,8 +303,8 @@ def test_clients_that_drop_out_mid_protocol_are_in_no_sum(
 
 
 @pytest.mark.parametrize('step_fn, step', [
-    (secure_round.ShareKeysFn, 'shared keys'),
-    (secure_round.MaskFn, 'sent masked inputs')])
+    (protocol_steps.ShareKeysFn, 'shared keys'),
+    (protocol_steps.MaskFn, 'sent masked inputs')])
 def test_too_many_mid_protocol_dropouts_fail_the_round(monkeypatch, tmp_path,
                                                        step_fn, step):
   _failing(monkeypatch, step_fn, {'c0', 'c2', 'c4', 'c6', 'c8'})
@@ -326,7 +330,7 @@ def test_a_batch_keeps_its_clients_updates_in_files_of_bounded_size(
   KEPT_PART_BYTES (1 byte: a part per client, then an empty last part);
   the sums are exact either way."""
   if part_bytes is not None:
-    monkeypatch.setattr(secure_round, 'KEPT_PART_BYTES', part_bytes)
+    monkeypatch.setattr(secure_kept, 'KEPT_PART_BYTES', part_bytes)
   writes = storage_spy.record_local_writes(monkeypatch, ('write_bytes',))
   data = _data(9, seed=13)
   form = compiler.compile(secure_sums_process())
@@ -378,14 +382,14 @@ def test_dropouts_that_cut_the_ring_fail_before_anyone_unmasks(monkeypatch,
   data = _data(8, seed=12)
   form = compiler.compile(secure_sums_process())
   answered = []
-  original = secure_round.UnmaskFn.step
-  monkeypatch.setattr(secure_round.UnmaskFn, 'step',
+  original = protocol_steps.UnmaskFn.step
+  monkeypatch.setattr(protocol_steps.UnmaskFn, 'step',
                       lambda fn, client, kept: answered.append(client.id) or
                       original(fn, client, kept))
   # Two clients opposite on the round's ring, whatever its order.
   def fails(state):
-    ring = secure_round.secagg.graph.ring_order(state.keys.config.round_id,
-                                                sorted(state.points))
+    ring = protocol_steps.secagg.graph.ring_order(state.keys.config.round_id,
+                                                  sorted(state.points))
     return state.keys.client_id in (ring[0], ring[4])
 
   _failing_to_mask(monkeypatch, fails)
@@ -449,14 +453,15 @@ def test_a_worker_keeps_the_clients_of_its_last_two_rounds(monkeypatch):
     def __init__(self, the_round, client_id):
       self.round, self.id = the_round, client_id
 
-  monkeypatch.setattr(secure_round, 'Client', Drawn)
-  monkeypatch.setattr(secure_round, '_CLIENTS_BY_ROUND', secure_round._Cache(2))  # pylint: disable=protected-access
+  monkeypatch.setattr(secure_clients, 'Client', Drawn)
+  monkeypatch.setattr(secure_clients, '_CLIENTS_BY_ROUND',  # pylint: disable=protected-access
+                      secure_messages.Cache(2))
   rounds = [types.SimpleNamespace(paths=types.SimpleNamespace(
       round_path=f'run/attempts/{i}')) for i in range(3)]
-  first = secure_round.client_of(rounds[0], 'c1')
-  assert secure_round.client_of(rounds[0], 'c1') is first
-  second = secure_round.client_of(rounds[1], 'c1')
+  first = secure_clients.client_of(rounds[0], 'c1')
+  assert secure_clients.client_of(rounds[0], 'c1') is first
+  second = secure_clients.client_of(rounds[1], 'c1')
   assert second is not first and second.round is rounds[1]
-  assert secure_round.client_of(rounds[0], 'c1') is first
-  secure_round.client_of(rounds[2], 'c1')  # A third round: the others go.
-  assert secure_round.client_of(rounds[0], 'c1') is not first
+  assert secure_clients.client_of(rounds[0], 'c1') is first
+  secure_clients.client_of(rounds[2], 'c1')  # A third round: the others go.
+  assert secure_clients.client_of(rounds[0], 'c1') is not first

@@ -412,10 +412,8 @@ def test_the_tf_free_reader_is_unsure_unless_it_agrees(tmp_path, case, field):
           type(described) is type(expected)), case
 
 
-def test_the_tf_free_reader_leaves_what_it_cannot_vouch_for(tmp_path,
-                                                             monkeypatch):
+def test_the_tf_free_reader_leaves_what_it_cannot_vouch_for(tmp_path):
   from canonical.saving import tf_free_reader  # pylint: disable=g-import-not-at-top
-  from canonical.saving import tf_snapshot  # pylint: disable=g-import-not-at-top
   good = os.path.join(FORMS, 'fedavg_uniform8.pb')
   assert tf_free_reader.read(good) is not None
   with open(good, 'rb') as f:
@@ -428,17 +426,30 @@ def test_the_tf_free_reader_leaves_what_it_cannot_vouch_for(tmp_path,
     assert tf_free_reader.read(tmp_path / name) is None, name
   assert tf_free_reader.read(tmp_path / 'missing') is None
   assert tf_free_reader.read('s3://bucket/form.pb') is None
-  monkeypatch.setattr(tf_snapshot, 'TENSORFLOW_VERSION', '1.0.0')
-  assert tf_free_reader.read(good) is None
 
 
-def test_the_tf_free_reader_snapshot_is_current():
+def test_the_tf_free_reader_names_dtypes_as_the_loader_does():
+  """Its names come from the schema's DataType enum; the loader's from
+  TensorFlow's dtypes."""
+  from tensorflow.core.framework import types_pb2  # pylint: disable=g-import-not-at-top
+  from tensorflow.core.protobuf import struct_pb2  # pylint: disable=g-import-not-at-top
+  from canonical.core import naming  # pylint: disable=g-import-not-at-top
+  from canonical.saving import structure_coding  # pylint: disable=g-import-not-at-top
   from canonical.saving import tf_free_reader  # pylint: disable=g-import-not-at-top
-  with open(os.path.join(ROOT, 'canonical', 'saving', 'tf_snapshot.py'),
-            encoding='utf-8') as f:
-    assert f.read() == tf_free_reader.snapshot_source(), (
-        'canonical/saving/tf_snapshot.py is stale: run python -m '
-        'canonical.saving.tf_free_reader')
+  names = tf_free_reader._schema().dtype_names  # pylint: disable=protected-access
+  checked = 0
+  for number in types_pb2.DataType.values():
+    scalar = struct_pb2.StructuredValue()
+    scalar.tensor_spec_value.dtype = number
+    try:
+      expected = naming.form_text(structure_coding.decode(scalar))
+    except structure_coding.StructureError:
+      continue  # Not a dtype a TensorSpec takes.
+    assert names.get(number) == expected, number
+    checked += 1
+  assert checked > 20 and names[1] == 'float32' and names[7] == 'str'
+  assert tf_free_reader._schema().dataset_spec == (  # pylint: disable=protected-access
+      struct_pb2.TypeSpecProto.DATA_DATASET_SPEC)
 
 
 def test_importing_canonical_loads_the_language_only_on_use():

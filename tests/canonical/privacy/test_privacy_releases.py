@@ -13,7 +13,8 @@ import canonical as tff
 from canonical import aggregators
 from canonical import errors
 from canonical import privacy
-from canonical.privacy import releases
+from canonical.core import privacy_releases as releases
+from canonical.privacy import spending
 from canonical.saving import canonical_form_pb2
 from canonical.saving import envelope
 from canonical.saving import form_file
@@ -162,13 +163,13 @@ ONE = (releases.Release('test', 0.8),)
 
 
 def test_poisson_sampling_spends_the_subsampled_gaussians():
-  spent = releases.spent(ONE, sampling='poisson', clients_per_round=10,
+  spent = spending.spent(ONE, sampling='poisson', clients_per_round=10,
                          population=100, rounds=7, delta=1e-5)
   assert spent == {
       'epsilon': pytest.approx(privacy.epsilon(0.8, 0.1, 7, 1e-5)),
       'delta': 1e-5, 'accountant': 'rdp', 'noise_multiplier': 0.8,
       'sampling_probability': 0.1, 'neighbours': 'add or remove one client'}
-  pld = releases.spent(ONE, sampling='poisson', clients_per_round=10,
+  pld = spending.spent(ONE, sampling='poisson', clients_per_round=10,
                        population=100, rounds=7, delta=1e-5, accountant='pld')
   assert pld['epsilon'] == pytest.approx(
       privacy.epsilon(0.8, 0.1, 7, 1e-5, 'pld'))
@@ -176,14 +177,14 @@ def test_poisson_sampling_spends_the_subsampled_gaussians():
 
 
 def test_fixed_sampling_of_every_client_is_the_gaussian_itself():
-  spent = releases.spent(ONE, sampling='fixed', clients_per_round=100,
+  spent = spending.spent(ONE, sampling='fixed', clients_per_round=100,
                          population=100, rounds=3, delta=1e-5)
   assert spent['epsilon'] == pytest.approx(privacy.epsilon(0.8, 1.0, 3, 1e-5))
   assert spent['sampling_probability'] == 1.0
 
 
 def test_fixed_sampling_of_some_is_without_replacement_at_twice_the_range():
-  spent = releases.spent(ONE, sampling='fixed', clients_per_round=10,
+  spent = spending.spent(ONE, sampling='fixed', clients_per_round=10,
                          population=100, rounds=7, delta=1e-5)
   tracker = rdp.RdpAccountant(
       neighboring_relation=dp_accounting.NeighboringRelation.REPLACE_ONE)
@@ -197,15 +198,15 @@ def test_fixed_sampling_of_some_is_without_replacement_at_twice_the_range():
 
 def test_two_releases_spend_as_one_combined_and_none_spend_nothing():
   two = (releases.Release('a', 1.0), releases.Release('b', 1.0))
-  spent = releases.spent(two, sampling='poisson', clients_per_round=10,
+  spent = spending.spent(two, sampling='poisson', clients_per_round=10,
                          population=100, rounds=5, delta=1e-5)
   assert spent['epsilon'] == pytest.approx(
       privacy.epsilon(2**-0.5, 0.1, 5, 1e-5))
   zero = (releases.Release('a', 1.0), releases.Release('b', 0.0))
-  assert releases.spent(zero, sampling='poisson', clients_per_round=10,
+  assert spending.spent(zero, sampling='poisson', clients_per_round=10,
                         population=100, rounds=1,
                         delta=1e-5)['epsilon'] == math.inf
-  assert releases.spent(ONE, sampling='poisson', clients_per_round=10,
+  assert spending.spent(ONE, sampling='poisson', clients_per_round=10,
                         population=100, rounds=0,
                         delta=1e-5)['epsilon'] == 0.0
 
@@ -213,16 +214,16 @@ def test_two_releases_spend_as_one_combined_and_none_spend_nothing():
 def test_a_run_that_cannot_be_accounted_is_refused():
   with pytest.raises(errors.InvalidValueError, match='pld cannot account '
                      'fixed sampling of 10 of 100 clients'):
-    releases.check_run(ONE, 'fixed', 10, 100, 1e-5, 'pld')
+    spending.check_run(ONE, 'fixed', 10, 100, 1e-5, 'pld')
   with pytest.raises(errors.InvalidValueError, match='delta must be in'):
-    releases.check_run(ONE, 'poisson', 10, 100, 1.5, 'rdp')
+    spending.check_run(ONE, 'poisson', 10, 100, 1.5, 'rdp')
   with pytest.raises(errors.InvalidValueError, match='privacy_accountant '
                      'must be one of'):
-    releases.check_run(ONE, 'poisson', 10, 100, 1e-5, 'moments')
+    spending.check_run(ONE, 'poisson', 10, 100, 1e-5, 'moments')
   with pytest.raises(errors.InvalidValueError, match='noise_multiplier must '
                      'be finite'):
     releases.Release('bad', -1.0)
-  assert releases.Release('x', 0.5).dp_event() == \
+  assert spending.dp_event(releases.Release('x', 0.5)) == \
       dp_accounting.GaussianDpEvent(0.5)
-  assert isinstance(releases.Release('x', 0).dp_event(),
+  assert isinstance(spending.dp_event(releases.Release('x', 0)),
                     dp_accounting.NonPrivateDpEvent)

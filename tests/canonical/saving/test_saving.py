@@ -18,6 +18,7 @@ from canonical.learning import framework
 from canonical.learning import models
 from canonical.saving import envelope
 from canonical.saving import form_file
+from canonical.saving import op_allowlist
 from canonical.saving import GraphPiece
 import encoders as te
 
@@ -481,6 +482,19 @@ def test_default_allowlist_refuses_dangerous_ops():
   for op in ('Conv2D', 'StatefulPartitionedCall', 'ReduceDataset',
              'StatelessRandomUniformFullIntV2', 'TopKV2', 'Placeholder'):
     assert op in allowed, op
+
+
+def test_the_allowlist_table_holds_what_its_rules_allow():
+  """The table the loader and the TF-free reader read is the rules' answer
+  for the installed TensorFlow (after an upgrade: python -m
+  canonical.saving.op_allowlist, and read what changed)."""
+  table = op_allowlist.default_allowed_ops()
+  derived = op_allowlist.ops_the_rules_allow()
+  assert table == derived, (
+      f'canonical/saving/allowed_ops.txt is stale: the rules add '
+      f'{sorted(derived - table)}, drop {sorted(table - derived)}')
+  with open(op_allowlist.TABLE, encoding='utf-8') as f:
+    assert f.read() == op_allowlist.table_text(derived)
 
 
 # ---------------------------------------------------------------------------

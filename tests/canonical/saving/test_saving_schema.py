@@ -21,8 +21,13 @@ def test_proto_folder_holds_only_schema_files():
   assert files and all(f.endswith('.proto') for f in files), files
 
 
-def test_generated_module_is_current(tmp_path):
-  fresh = _gen_proto().generate(str(tmp_path))
-  with open(fresh, 'rb') as f, open(GENERATED, 'rb') as g:
-    assert f.read() == g.read(), (
-        'canonical/saving/canonical_form_pb2.py is stale: run scripts/gen_proto')
+def test_generated_module_and_schema_are_current(tmp_path):
+  gen_proto = _gen_proto()
+  fresh = gen_proto.generate(str(tmp_path))
+  for made, committed in (
+      (fresh, GENERATED),
+      (os.path.join(tmp_path, gen_proto.SCHEMA),
+       os.path.join(os.path.dirname(GENERATED), gen_proto.SCHEMA))):
+    with open(made, 'rb') as f, open(committed, 'rb') as g:
+      assert f.read() == g.read(), (
+          f'{os.path.relpath(committed, ROOT)} is stale: run scripts/gen_proto')

@@ -1,16 +1,8 @@
-"""What a form releases with differential privacy, and what a run of it spends.
-
-A DP aggregator (`DifferentiallyPrivateFactory`, `DPMeanFactory`,
-`DPSecureMeanFactory`) notes, while its `next` is traced, one `Release`: a
-Gaussian sum of clipped client records, with the round's noise multiplier
-(stddev over one client's L2 contribution, adaptive clipping's count
-included). The compiler keeps the releases whose result the round uses, and
-the form carries them (saved with it), so a runtime knows the privacy of any
-form whatever built it. Several releases in one round see the same clients:
-together one Gaussian mechanism of `combined_noise_multiplier`.
-
-`spent` turns a form's releases and a run's sampling into (epsilon, delta)
-with dp-accounting:
+"""What a run of a form spends: its releases (`form.privacy_releases`,
+`canonical.core.privacy_releases`) and the run's sampling, as (epsilon,
+delta) with dp-accounting. Several releases in one round see the same
+clients: together one Gaussian mechanism of `combined_noise_multiplier`.
+Each round is:
 
 | sampling                          | event per round                              | neighbours     |
 | poisson, rate q = k / n           | PoissonSampled(q, Gaussian(z))               | add/remove one |
@@ -22,43 +14,22 @@ dp-accounting's PLD accountant has no sampling without replacement, so fixed
 sampling of fewer than every client is accounted with RDP.
 """
 
-import dataclasses
-
 import dp_accounting
 from dp_accounting import pld
 from dp_accounting import rdp
 
 from canonical import errors
+from canonical.core.privacy_releases import round_noise_multiplier
 from canonical.privacy import accounting
 
 NeighborRel = dp_accounting.NeighboringRelation
 
 
-@dataclasses.dataclass(frozen=True)
-class Release:
-  """One Gaussian release of a round: `source` says which aggregator, and
-  `noise_multiplier` its stddev over one client's L2 contribution."""
-  source: str
-  noise_multiplier: float
-
-  def __post_init__(self):
-    object.__setattr__(self, 'noise_multiplier',
-                       accounting.check_noise_multiplier(self.noise_multiplier))
-
-  def dp_event(self):
-    """TFF's `dp_event` of one round without sampling."""
-    if self.noise_multiplier == 0:
-      return dp_accounting.NonPrivateDpEvent()
-    return dp_accounting.GaussianDpEvent(self.noise_multiplier)
-
-  def describe(self):
-    return f'{self.source}: Gaussian, noise multiplier {self.noise_multiplier:g}'
-
-
-def round_noise_multiplier(releases):
-  """One round's releases as one Gaussian mechanism's multiplier."""
-  return accounting.combined_noise_multiplier(
-      [r.noise_multiplier for r in releases])
+def dp_event(release):
+  """TFF's `dp_event` of one release's round, before sampling."""
+  if release.noise_multiplier == 0:
+    return dp_accounting.NonPrivateDpEvent()
+  return dp_accounting.GaussianDpEvent(release.noise_multiplier)
 
 
 def _round_event(z, sampling, clients_per_round, population):
