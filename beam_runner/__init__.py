@@ -11,24 +11,32 @@ The names below are imported on first use, so that `python -m beam_runner
 --help` imports neither TensorFlow nor Beam.
 """
 
+from typing import TYPE_CHECKING
+
 from canonical import _lazy
-from canonical import _moved
 
-_HOMES = {
-    'beam_runner.driver.run_dir': ('CommitConflict', 'RunDir', 'RunDirError'),
-    'beam_runner.driver.run_lock': ('RunLocked',),
-    'beam_runner.driver.runner': ('RoundError', 'read_client_outputs', 'run',
-                                  'RunResult', 'sample_clients'),
-    'beam_runner.engines': ('EngineError',),
-    'beam_runner.worker_io.client_data': (
-        'ClientDataError', 'InMemoryClientData', 'TFRecordClientData',
-        'write_client_data'),
-    'beam_runner.worker_io.client_outputs': ('ClientOutputs', 'RoundOutputs'),
-    'beam_runner.worker_io.form_source': ('FormSource',),
-    'beam_runner.worker_io.sandbox': ('Isolation',),
-}
+if TYPE_CHECKING:  # Imported on first use (`_lazy.declared`), all together.
+  from beam_runner.driver.run_dir import CommitConflict
+  from beam_runner.driver.run_dir import RunDir
+  from beam_runner.driver.run_dir import RunDirError
+  from beam_runner.driver.run_lock import RunLocked
+  from beam_runner.driver.runner import RoundError
+  from beam_runner.driver.runner import read_client_outputs
+  from beam_runner.driver.runner import run
+  from beam_runner.driver.runner import RunResult
+  from beam_runner.driver.runner import sample_clients
+  from beam_runner.engines import EngineError
+  from beam_runner.worker_io.client_data import ClientDataError
+  from beam_runner.worker_io.client_data import InMemoryClientData
+  from beam_runner.worker_io.client_data import TFRecordClientData
+  from beam_runner.worker_io.client_data import write_client_data
+  from beam_runner.worker_io.client_outputs import ClientOutputs
+  from beam_runner.worker_io.client_outputs import RoundOutputs
+  from beam_runner.worker_io.form_source import FormSource
+  from beam_runner.worker_io.sandbox import Isolation
+  from beam_runner import testing
 
-_moved.register({
+_lazy.register_old_paths({  # Old import paths -> new homes.
     'beam_runner.client_data': ['beam_runner.worker_io.client_data'],
     'beam_runner.dask_placement': ['beam_runner.engines.dask_placement'],
     'beam_runner.form_source': ['beam_runner.worker_io.form_source'],
@@ -48,5 +56,5 @@ _moved.register({
 })
 
 
-__getattr__, __dir__ = _lazy.module_getattr(
-    globals(), _HOMES, after=('beam_runner.testing',), fallback=_moved.attribute)
+__getattr__, __dir__ = _lazy.declared(globals(), load_all=True,
+                                      fallback=_lazy.old_path_attribute)

@@ -15,37 +15,100 @@ first use. A federated computation called from Python runs as its
 compiled form (`executors.compiled`), however its module was reached.
 """
 
+from typing import TYPE_CHECKING
+
 from canonical import _lazy
-from canonical import _moved
 from canonical import quiet as _quiet
 from canonical.errors import Error
 from canonical.errors import FederatedError
 from canonical.errors import FormError
 
-# The public names of the language, by the module each comes from, in the
-# order the package imported them when it imported them eagerly.
-_HOMES = {
-    'canonical.compiler': ('compile',),
-    'canonical.core.computations': ('Computation', 'federated_computation',
-                                    'tf_computation'),
-    'canonical.core.intrinsics': (
-        'federated_aggregate', 'federated_apply', 'federated_broadcast',
-        'federated_eval', 'federated_map', 'federated_max', 'federated_mean',
-        'federated_min', 'federated_secure_modular_sum',
-        'federated_secure_select', 'federated_secure_sum',
-        'federated_secure_sum_bitwidth', 'federated_select', 'federated_sum',
-        'federated_value', 'federated_zip', 'sequence_map', 'sequence_reduce',
-        'sequence_sum'),
-    'canonical.core.types': (
-        'CLIENTS', 'clients', 'FederatedType', 'FunctionType', 'SequenceType',
-        'SERVER', 'server', 'StructType', 'StructWithPythonType', 'TensorType',
-        'to_type', 'Type', 'type_at_clients', 'type_at_server'),
-    'canonical.executors.local': ('run_round',),
-    'canonical.executors': ('reference',),
-    'canonical.form': ('CanonicalForm', 'Piece'),
-    'canonical.saving': ('fingerprint', 'load', 'save'),
-    'canonical.templates': ('IterativeProcess',),
+if TYPE_CHECKING:  # The language's public names, imported on first use
+  # (`_lazy.declared`), all together and in this order: the order in which
+  # the package imported them when it imported them eagerly.
+  from canonical.compiler import compile
+  from canonical.core.computations import Computation
+  from canonical.core.computations import federated_computation
+  from canonical.core.computations import tf_computation
+  from canonical.core.intrinsics import federated_aggregate
+  from canonical.core.intrinsics import federated_apply
+  from canonical.core.intrinsics import federated_broadcast
+  from canonical.core.intrinsics import federated_eval
+  from canonical.core.intrinsics import federated_map
+  from canonical.core.intrinsics import federated_max
+  from canonical.core.intrinsics import federated_mean
+  from canonical.core.intrinsics import federated_min
+  from canonical.core.intrinsics import federated_secure_modular_sum
+  from canonical.core.intrinsics import federated_secure_select
+  from canonical.core.intrinsics import federated_secure_sum
+  from canonical.core.intrinsics import federated_secure_sum_bitwidth
+  from canonical.core.intrinsics import federated_select
+  from canonical.core.intrinsics import federated_sum
+  from canonical.core.intrinsics import federated_value
+  from canonical.core.intrinsics import federated_zip
+  from canonical.core.intrinsics import sequence_map
+  from canonical.core.intrinsics import sequence_reduce
+  from canonical.core.intrinsics import sequence_sum
+  from canonical.core.types import CLIENTS
+  from canonical.core.types import clients
+  from canonical.core.types import FederatedType
+  from canonical.core.types import FunctionType
+  from canonical.core.types import SequenceType
+  from canonical.core.types import SERVER
+  from canonical.core.types import server
+  from canonical.core.types import StructType
+  from canonical.core.types import StructWithPythonType
+  from canonical.core.types import TensorType
+  from canonical.core.types import to_type
+  from canonical.core.types import Type
+  from canonical.core.types import type_at_clients
+  from canonical.core.types import type_at_server
+  from canonical.executors.local import run_round
+  from canonical.executors import reference
+  from canonical.form import CanonicalForm
+  from canonical.form import Piece
+  from canonical.saving import fingerprint
+  from canonical.saving import load
+  from canonical.saving import save
+  from canonical.templates import IterativeProcess
+
+# Old import paths of moved modules -> their new homes (`_lazy`).
+_OLD_PATHS = {
+    'canonical.aggregations': ['canonical.core.intrinsics.registry',
+                               'canonical.core.intrinsics.means'],
+    'canonical.computations': ['canonical.core.computations'],
+    'canonical.dataset_seeds': ['canonical.core.dataset_seeds'],
+    'canonical.evaluation': ['canonical.core.evaluation'],
+    'canonical.intrinsics': ['canonical.core.intrinsics'],
+    'canonical.ir': ['canonical.core.ir', 'canonical.core.naming',
+                     'canonical.errors'],
+    'canonical.sequences': ['canonical.core.intrinsics.sequences'],
+    'canonical.process': ['canonical.templates.iterative_process'],
+    'canonical.reference': ['canonical.executors.reference'],
+    'canonical.local_runner': ['canonical.executors.local'],
+    'canonical.secure_sums': ['canonical.secagg.sums'],
+    'canonical.storage': ['canonical.io'],
+    'canonical.fedavg': ['canonical.learning.algorithms',
+                         'canonical.aggregators',
+                         'canonical.learning.framework',
+                         'canonical.templates.measured_process'],
+    'canonical.fedavg.averaging': ['canonical.learning.algorithms.fedavg'],
+    'canonical.fedavg.broadcast': ['canonical.aggregators.broadcast',
+                                   'canonical.learning.framework'],
+    'canonical.fedavg.mean': ['canonical.aggregators.mean',
+                              'canonical.learning.framework'],
+    'canonical.fedavg.dp_mean': ['canonical.aggregators.dp_mean',
+                                 'canonical.learning.framework'],
+    'canonical.fedavg.secure_mean': ['canonical.aggregators.secure_mean',
+                                     'canonical.learning.framework'],
+    'canonical.fedavg.dp_secure_mean': ['canonical.aggregators.dp_secure_mean',
+                                        'canonical.learning.framework'],
+    'canonical.fedavg.measured_process': [
+        'canonical.templates.measured_process'],
+    'canonical.fedavg.specs': ['canonical.core.specs',
+                               'canonical.learning.model_fns'],
 }
+
 _CONTEXT = 'canonical.core.context'
 
 
@@ -64,9 +127,9 @@ def _install_executor(load, context):
 
 
 _quiet.on_import()  # TensorFlow's, absl's and Beam's lines of no use.
-_moved.register(_moved.CANONICAL)
+_lazy.register_old_paths(_OLD_PATHS)
 _lazy.around_import(_CONTEXT, _install_executor)
 
 
-__getattr__, __dir__ = _lazy.module_getattr(globals(), _HOMES,
-                                            fallback=_moved.attribute)
+__getattr__, __dir__ = _lazy.declared(globals(), load_all=True,
+                                      fallback=_lazy.old_path_attribute)

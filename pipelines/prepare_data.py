@@ -30,13 +30,14 @@ import os
 import re
 import sys
 import uuid
-from typing import NamedTuple
+from typing import NamedTuple, TYPE_CHECKING
 
 import numpy as np
 
 # Beam, TensorFlow and what imports them are imported where they are used
 # (the clients' writer is `client_writer`), so that --help and bad flags are
 # answered at once.
+from canonical import _lazy
 from canonical import errors
 from canonical import io as storage_lib
 from canonical import quiet
@@ -419,12 +420,11 @@ def main(argv=None):
   return 0
 
 
+if TYPE_CHECKING:  # Its old home; imported on first use (it imports Beam).
+  from pipelines.client_writer import WriteClient
+
+__getattr__, __dir__ = _lazy.declared(globals())
+
+
 if __name__ == '__main__':
   sys.exit(main())
-
-
-def __getattr__(name):
-  if name == 'WriteClient':  # Its old home; importing it imports Beam.
-    from pipelines import client_writer  # pylint: disable=g-import-not-at-top
-    return client_writer.WriteClient
-  raise AttributeError(f'module {__name__!r} has no attribute {name!r}')

@@ -4,6 +4,9 @@ Every function here is pure (no variables, no stateful random ops), so it can
 be traced into a canonical-form piece and saved as a GraphDef.
 """
 
+from typing import TYPE_CHECKING
+
+from canonical import _lazy
 from canonical.learning.client_update import client_update
 from canonical.learning.client_update import ClientOutput
 from canonical.learning.evaluation import evaluate
@@ -35,36 +38,24 @@ __all__ = [
 ]
 
 
-# TFF's recommended model aggregators, on first use: they bring dp-accounting.
-_AGGREGATORS = ('compression_aggregator', 'ddp_secure_aggregator',
-                'dp_aggregator', 'robust_aggregator', 'secure_aggregator')
+if TYPE_CHECKING:  # Imported on first use (`_lazy.declared`), each alone: they
+  # build on `canonical.aggregators` (the recommended aggregators bring
+  # dp-accounting) and on this package's own blocks.
+  from canonical.learning.tff_learning import build_federated_averaging_process
+  from canonical.learning import framework
+  from canonical.learning import algorithms
+  from canonical.learning import templates
+  from canonical.learning import programs
+  from canonical.learning.debug_measurements import add_debug_measurements
+  from canonical.learning.debug_measurements import (
+      add_debug_measurements_with_mixed_dtype)
+  from canonical.learning.loop_builder import LoopImplementation
+  from canonical.learning.algorithms.averaging import ClientWeighting
+  from canonical.learning.model_update_aggregator import compression_aggregator
+  from canonical.learning.model_update_aggregator import ddp_secure_aggregator
+  from canonical.learning.model_update_aggregator import dp_aggregator
+  from canonical.learning.model_update_aggregator import robust_aggregator
+  from canonical.learning.model_update_aggregator import secure_aggregator
+  from canonical.learning import model_update_aggregator
 
-
-def __getattr__(name):
-  """TFF's `tff.learning.build_federated_averaging_process`,
-  `ClientWeighting`, and the `framework`, `algorithms`, `templates` and
-  `programs` modules, imported on first use: they build on
-  `canonical.aggregators` and on this package's own blocks."""
-  import importlib  # pylint: disable=g-import-not-at-top
-  if name == 'build_federated_averaging_process':
-    return importlib.import_module(
-        'canonical.learning.tff_learning').build_federated_averaging_process
-  if name in ('framework', 'algorithms', 'templates', 'programs'):
-    return importlib.import_module(f'canonical.learning.{name}')
-  if name in ('add_debug_measurements',
-              'add_debug_measurements_with_mixed_dtype'):
-    return getattr(importlib.import_module(
-        'canonical.learning.debug_measurements'), name)
-  if name == 'LoopImplementation':
-    return importlib.import_module(
-        'canonical.learning.loop_builder').LoopImplementation
-  if name == 'ClientWeighting':
-    return importlib.import_module(
-        'canonical.learning.algorithms.averaging').ClientWeighting
-  if name in _AGGREGATORS:
-    return getattr(importlib.import_module(
-        'canonical.learning.model_update_aggregator'), name)
-  if name == 'model_update_aggregator':
-    return importlib.import_module(
-        'canonical.learning.model_update_aggregator')
-  raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
+__getattr__, __dir__ = _lazy.declared(globals())

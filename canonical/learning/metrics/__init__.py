@@ -18,23 +18,24 @@ metrics from the clients and finalizing them at the server.
 Names are imported on first use.
 """
 
+from typing import TYPE_CHECKING
+
 from canonical import _lazy
 
-__getattr__, __dir__ = _lazy.module_getattr(globals(), {
-    'canonical.learning.metrics.aggregators': (
-        'finalize_then_sample', 'secure_sum_then_finalize',
-        'sum_then_finalize'),
-    'canonical.learning.metrics.sampling': ('FinalizeThenSampleFactory',),
-    'canonical.learning.metrics.sum_factories': (
-        'SecureSumFactory', 'SumThenFinalizeFactory',
-        'create_default_secure_sum_quantization_ranges'),
-    'canonical.learning.metrics.counters': (
-        'NumBatchesCounter', 'NumExamplesCounter'),
-    'canonical.learning.metrics.functional_metrics': (
-        'create_functional_metric_fns',),
-    'canonical.learning.metrics.keras_finalizer': (
-        'create_keras_metric_finalizer',),
-    'canonical.learning.metrics.types': (
-        'FunctionalMetricFinalizersType', 'MetricFinalizersType',
-        'MetricsAggregatorType'),
-})
+if TYPE_CHECKING:  # Imported on first use (`_lazy.declared`).
+  from canonical.learning.metrics.aggregators import finalize_then_sample
+  from canonical.learning.metrics.aggregators import secure_sum_then_finalize
+  from canonical.learning.metrics.aggregators import sum_then_finalize
+  from canonical.learning.metrics.sampling import FinalizeThenSampleFactory
+  from canonical.learning.metrics.sum_factories import SecureSumFactory
+  from canonical.learning.metrics.sum_factories import SumThenFinalizeFactory
+  from canonical.learning.metrics.sum_factories import create_default_secure_sum_quantization_ranges
+  from canonical.learning.metrics.counters import NumBatchesCounter
+  from canonical.learning.metrics.counters import NumExamplesCounter
+  from canonical.learning.metrics.functional_metrics import create_functional_metric_fns
+  from canonical.learning.metrics.keras_finalizer import create_keras_metric_finalizer
+  from canonical.learning.metrics.types import FunctionalMetricFinalizersType
+  from canonical.learning.metrics.types import MetricFinalizersType
+  from canonical.learning.metrics.types import MetricsAggregatorType
+
+__getattr__, __dir__ = _lazy.declared(globals())
