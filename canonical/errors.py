@@ -3,14 +3,22 @@ one type and prints one `error:` line.
 
 Each error also derives from the built-in kind it always was (`TypeError`,
 `ValueError`, `OSError`, ...), so code that caught those still does. Errors
-that tensor_encoding's interfaces raise (`encoders`) stay the built-in ones it
-raises.
+that tensor_encoding's interfaces raise (`encoders`, its `errors`) are of the
+built-in kind it raises there, so its own tests' `assertRaises(ValueError)`
+still hold.
 """
 
 
 class Error(Exception):
   """An error of this project: bad input, or a round that cannot go on; the
-  message names what is wrong and where."""
+  message names what is wrong and where.
+
+  It takes `Exception`'s own constructor: AutoGraph, when an error is raised
+  while a `tf.function` traces, raises it again as itself only for the
+  built-in kinds and for classes with that constructor; any other becomes a
+  `StagingError`, neither a `ValueError` nor an `Error`.
+  """
+  __init__ = Exception.__init__
 
 
 class FederatedError(Error, TypeError):

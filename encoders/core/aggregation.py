@@ -7,6 +7,7 @@ aggregation tree happened to combine them, so consumers must not rely on it).
 
 import tensorflow as tf
 
+from encoders import errors
 from encoders.core.encoding_stage import StateAggregationMode
 
 
@@ -49,5 +50,6 @@ def merge(mode, a, b):
 
 def _check_mode(mode):
   if not isinstance(mode, StateAggregationMode):
-    raise TypeError(f'Unknown state aggregation mode {mode!r}; expected a '
-                    'StateAggregationMode (SUM, MIN, MAX or STACK).')
+    raise errors.InvalidTypeError(
+        f'Unknown state aggregation mode {mode!r}; expected a '
+        'StateAggregationMode (SUM, MIN, MAX or STACK).')

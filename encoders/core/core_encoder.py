@@ -19,6 +19,7 @@ from typing import Any
 
 import tensorflow as tf
 
+from encoders import errors
 from encoders.core import encoding_stage
 from encoders.core import xla_fusion
 from encoders.core.tensor_types import TensorLike
@@ -281,13 +282,15 @@ class Encoder:
 
 def _check_encoded_keys(stage, encoded, children):
   if not isinstance(encoded, dict):
-    raise TypeError(f'Stage {stage.name!r}: encode must return a dict of '
-                    f'tensors, got {type(encoded).__name__}.')
+    raise errors.InvalidTypeError(
+        f'Stage {stage.name!r}: encode must return a dict of '
+        f'tensors, got {type(encoded).__name__}.')
   missing = [key for key in children if key not in encoded]
   if missing:
-    raise ValueError(f'Stage {stage.name!r}: encode returned no tensor for '
-                     f'key(s) {missing} that a child stage encodes; it '
-                     f'returned {sorted(encoded)}.')
+    raise errors.InvalidValueError(
+        f'Stage {stage.name!r}: encode returned no tensor for '
+        f'key(s) {missing} that a child stage encodes; it '
+        f'returned {sorted(encoded)}.')
 
 
 class EncoderComposer:
@@ -296,9 +299,10 @@ class EncoderComposer:
   def __init__(self, stage: encoding_stage.Stage):
     if not isinstance(stage, (encoding_stage.EncodingStageInterface,
                               encoding_stage.AdaptiveEncodingStageInterface)):
-      raise TypeError('EncoderComposer takes an EncodingStageInterface or an '
-                      'AdaptiveEncodingStageInterface, got '
-                      f'{type(stage).__name__}.')
+      raise errors.InvalidTypeError(
+          'EncoderComposer takes an EncodingStageInterface or an '
+          'AdaptiveEncodingStageInterface, got '
+          f'{type(stage).__name__}.')
     self._stage = stage
     self._children = {}
 
@@ -307,7 +311,7 @@ class EncoderComposer:
     """Encodes this stage's output `key` with `stage`; returns the child's composer."""
     _check_compressible(self._stage, key)
     if key in self._children:
-      raise KeyError(
+      raise errors.StageKeyError(
           f'Stage {self._stage.name!r}: key {key!r} already has a child stage '
           f'({self._children[key]._stage.name!r}); each key takes one child.')
     child = EncoderComposer(stage)
@@ -337,6 +341,7 @@ class EncoderComposer:
 def _check_compressible(stage, key):
   keys = list(stage.compressible_tensors_keys)
   if key not in keys:
-    raise KeyError(f'Stage {stage.name!r}: key {key!r} is not one of its '
-                     f'compressible tensors keys {keys}, so no stage can '
-                     'encode it further.')
+    raise errors.StageKeyError(
+        f'Stage {stage.name!r}: key {key!r} is not one of its '
+        f'compressible tensors keys {keys}, so no stage can '
+        'encode it further.')

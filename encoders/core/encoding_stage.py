@@ -12,6 +12,7 @@ import functools
 
 import tensorflow as tf
 
+from encoders import errors
 from encoders.core.tensor_types import ShapeLike
 from encoders.core.tensor_types import TensorDict
 from encoders.core.tensor_types import TensorLike
@@ -142,8 +143,9 @@ def _check_one_graph(*structures):
             if tf.is_tensor(leaf) and not hasattr(leaf, 'numpy')
             and hasattr(leaf, 'graph')}
   if len(graphs) > 1:
-    raise ValueError('The inputs of one encoding stage call come from '
-                     f'{len(graphs)} different tf.Graphs; build them in one.')
+    raise errors.InvalidValueError(
+        'The inputs of one encoding stage call come from '
+        f'{len(graphs)} different tf.Graphs; build them in one.')
 
 
 def _scope(self, name, suffix):
@@ -226,8 +228,9 @@ def shape_tensor(shape):
     return shape
   if isinstance(shape, tf.TensorShape):
     if not shape.is_fully_defined():
-      raise ValueError(f'decode needs a fully defined shape, got {shape}; '
-                       'pass tf.shape(x) for a shape known only at run time.')
+      raise errors.InvalidValueError(
+          f'decode needs a fully defined shape, got {shape}; '
+          'pass tf.shape(x) for a shape known only at run time.')
     shape = shape.as_list()
   return tf.constant(shape, dtype=tf.int32, shape=[len(shape)])
 
@@ -245,8 +248,9 @@ def tf_style_encoding_stage(cls):
   """Class decorator: name scopes, tensor conversion and a `name=` argument."""
   if not (isinstance(cls, type)
           and issubclass(cls, EncodingStageInterface)):
-    raise TypeError(f'Unable to decorate {cls!r}: it must be a class '
-                    'subclassing EncodingStageInterface.')
+    raise errors.InvalidTypeError(
+        f'Unable to decorate {cls!r}: it must be a class '
+        'subclassing EncodingStageInterface.')
   return type(cls.__name__, (cls,), {
       '__doc__': cls.__doc__,
       '__module__': cls.__module__,
@@ -260,8 +264,9 @@ def tf_style_adaptive_encoding_stage(cls):
   """Like `tf_style_encoding_stage`, for adaptive stages."""
   if not (isinstance(cls, type)
           and issubclass(cls, AdaptiveEncodingStageInterface)):
-    raise TypeError(f'Unable to decorate {cls!r}: it must be a class '
-                    'subclassing AdaptiveEncodingStageInterface.')
+    raise errors.InvalidTypeError(
+        f'Unable to decorate {cls!r}: it must be a class '
+        'subclassing AdaptiveEncodingStageInterface.')
   return type(cls.__name__, (cls,), {
       '__doc__': cls.__doc__,
       '__module__': cls.__module__,
@@ -280,8 +285,9 @@ class NoneStateAdaptiveEncodingStage(AdaptiveEncodingStageInterface):
 
   def __init__(self, wrapped_stage):
     if not isinstance(wrapped_stage, EncodingStageInterface):
-      raise TypeError('The wrapped stage must be an EncodingStageInterface, '
-                      f'got {type(wrapped_stage).__name__}.')
+      raise errors.InvalidTypeError(
+          'The wrapped stage must be an EncodingStageInterface, '
+          f'got {type(wrapped_stage).__name__}.')
     self._wrapped_stage = wrapped_stage
 
   @property
@@ -340,5 +346,6 @@ def as_adaptive_encoding_stage(
     return stage
   if isinstance(stage, EncodingStageInterface):
     return NoneStateAdaptiveEncodingStage(stage)
-  raise TypeError('Expected an EncodingStageInterface or '
-                  f'AdaptiveEncodingStageInterface, got {type(stage).__name__}.')
+  raise errors.InvalidTypeError(
+      'Expected an EncodingStageInterface or '
+      f'AdaptiveEncodingStageInterface, got {type(stage).__name__}.')

@@ -6,6 +6,7 @@ state. Everything here is a pure function of its inputs.
 
 import tensorflow as tf
 
+from encoders import errors
 from encoders.core import gather_encoder as gather_encoder_lib
 from encoders.core.tensor_types import TensorLike
 from encoders.core.tensor_types import TensorTuple
@@ -16,9 +17,9 @@ class ErrorFeedback:
 
   def __init__(self, gather_encoder: gather_encoder_lib.GatherEncoder):
     if not isinstance(gather_encoder, gather_encoder_lib.GatherEncoder):
-      raise TypeError('ErrorFeedback wraps a GatherEncoder (from '
-                      'as_gather_encoder), got '
-                      f'{type(gather_encoder).__name__}.')
+      raise errors.InvalidTypeError('ErrorFeedback wraps a GatherEncoder (from '
+                                    'as_gather_encoder), got '
+                                    f'{type(gather_encoder).__name__}.')
     self._encoder = gather_encoder
 
   @property

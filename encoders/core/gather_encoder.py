@@ -14,6 +14,7 @@ import functools
 
 import tensorflow as tf
 
+from encoders import errors
 from encoders.core import aggregation
 from encoders.core import core_encoder
 from encoders.core import simple_encoder
@@ -36,9 +37,10 @@ def _aggregate_one(encoder, update):
   try:
     tf.nest.assert_same_structure(modes, update)
   except (ValueError, TypeError) as e:
-    raise ValueError('GatherEncoder: the state update tensors a stage returns '
-                     'do not match its state_update_aggregation_modes: '
-                     f'{e}') from None
+    raise errors.InvalidValueError(
+        'GatherEncoder: the state update tensors a stage returns '
+        'do not match its state_update_aggregation_modes: '
+        f'{e}') from None
   return tf.nest.map_structure(
       lambda mode, u: aggregation.accumulate(
           mode, aggregation.zero(mode, tf.TensorSpec.from_tensor(u)), u),
@@ -69,7 +71,7 @@ class GatherEncoder:
     simple_encoder.check_output(decoded, tensorspec, 'GatherEncoder')
     for leaf in tf.nest.flatten(after_shapes):
       if structures.is_tensor(leaf):
-        raise ValueError(
+        raise errors.InvalidValueError(
             'GatherEncoder: a stage decoded after the sum needs an input '
             'shape that is only known at run time; stages that commute with '
             'sum must keep static shapes.')
@@ -154,9 +156,10 @@ class GatherEncoder:
     """Returns the part-decoded value: a tensor, or a dict of tensors, to be summed."""
     with tf.name_scope(name or 'gather_encoder_decode_before_sum'):
       if set(encoded_x) != set(self._message_keys):
-        raise ValueError('GatherEncoder.decode_before_sum: the encoded value '
-                         f'has keys {sorted(encoded_x)}, expected '
-                         f'{sorted(self._message_keys)}.')
+        raise errors.InvalidValueError(
+            'GatherEncoder.decode_before_sum: the encoded value '
+            f'has keys {sorted(encoded_x)}, expected '
+            f'{sorted(self._message_keys)}.')
       message = self._message.pack([encoded_x[k] for k in self._message_keys],
                                    'encoded value')
       part = self._decode_before_sum_structure(

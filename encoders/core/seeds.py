@@ -20,6 +20,8 @@ import numbers
 
 import tensorflow as tf
 
+from encoders import errors
+
 # Enough sampled elements to tell clients' updates apart, few enough to cost nothing.
 _FINGERPRINT_SAMPLES = 4096
 
@@ -68,8 +70,9 @@ def check_seed(stage_name, seed):
   """A stage's `seed` argument: None (fresh when run directly) or a Python int."""
   if seed is not None and (isinstance(seed, bool) or
                            not isinstance(seed, numbers.Integral)):
-    raise TypeError(f'{stage_name}: seed must be a Python int or None, got '
-                    f'{seed!r}.')
+    raise errors.InvalidTypeError(
+        f'{stage_name}: seed must be a Python int or None, got '
+        f'{seed!r}.')
   return None if seed is None else int(seed)
 
 

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 import tensorflow as tf
 
+from encoders import errors
 from encoders.core import core_encoder
 from encoders.core import structures
 from encoders.core.tensor_types import TensorLike
@@ -23,27 +24,31 @@ _SHAPES = 'shapes'
 
 def check_encoder_and_spec(encoder, tensorspec, who):
   if not isinstance(encoder, core_encoder.Encoder):
-    raise TypeError(f'{who} needs an Encoder (from EncoderComposer.make()), got '
-                    f'{type(encoder).__name__}.')
+    raise errors.InvalidTypeError(
+        f'{who} needs an Encoder (from EncoderComposer.make()), got '
+        f'{type(encoder).__name__}.')
   if not isinstance(tensorspec, tf.TensorSpec):
-    raise TypeError(f'{who} needs a tf.TensorSpec, got '
-                    f'{type(tensorspec).__name__}.')
+    raise errors.InvalidTypeError(f'{who} needs a tf.TensorSpec, got '
+                                  f'{type(tensorspec).__name__}.')
   if not tensorspec.shape.is_fully_defined():
-    raise TypeError(f'{who} needs a fully defined shape, got {tensorspec}.')
+    raise errors.InvalidTypeError(
+        f'{who} needs a fully defined shape, got {tensorspec}.')
 
 
 def check_input(x, tensorspec, who):
   x = tf.convert_to_tensor(x)
   if not tensorspec.is_compatible_with(x):
-    raise ValueError(f'{who} was built for {tensorspec}, got a tensor of shape '
-                     f'{x.shape} and dtype {x.dtype.name}.')
+    raise errors.InvalidValueError(
+        f'{who} was built for {tensorspec}, got a tensor of shape '
+        f'{x.shape} and dtype {x.dtype.name}.')
   return x
 
 
 def check_output(decoded, tensorspec, who):
   if not tensorspec.is_compatible_with(decoded):
-    raise ValueError(f'{who}: decoding gives shape {decoded.shape} and dtype '
-                     f'{decoded.dtype.name}, but the input is {tensorspec}.')
+    raise errors.InvalidValueError(
+        f'{who}: decoding gives shape {decoded.shape} and dtype '
+        f'{decoded.dtype.name}, but the input is {tensorspec}.')
 
 
 class SimpleEncoder:
@@ -109,9 +114,10 @@ class SimpleEncoder:
     """Returns the decoded tensor, shaped like the input."""
     with tf.name_scope(name or 'simple_encoder_decode'):
       if set(encoded_x) != set(self._message_keys):
-        raise ValueError('SimpleEncoder.decode: the encoded value has keys '
-                         f'{sorted(encoded_x)}, expected '
-                         f'{sorted(self._message_keys)}.')
+        raise errors.InvalidValueError(
+            'SimpleEncoder.decode: the encoded value has keys '
+            f'{sorted(encoded_x)}, expected '
+            f'{sorted(self._message_keys)}.')
       message = self._message.pack([encoded_x[k] for k in self._message_keys],
                                    'encoded value')
       return tf.ensure_shape(self._decode_structure(message),

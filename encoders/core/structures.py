@@ -7,6 +7,8 @@ the platform encoders expose only the tensors, flat, and remember the rest.
 
 import tensorflow as tf
 
+from encoders import errors
+
 
 def is_tensor(value):
   return tf.is_tensor(value)
@@ -41,15 +43,17 @@ class Template:
     """The tensors of `structure` in flat order, checking its Python part."""
     leaves = tf.nest.flatten(_read_variables(structure))
     if len(leaves) != len(self._is_slot):
-      raise ValueError(f'The {what} has {len(leaves)} leaves, expected '
-                       f'{len(self._is_slot)}.')
+      raise errors.InvalidValueError(
+          f'The {what} has {len(leaves)} leaves, expected '
+          f'{len(self._is_slot)}.')
     tensors = []
     for slot, recorded, leaf in zip(self._is_slot, self._py_leaves, leaves):
       if slot != is_tensor(leaf) or (not slot and not _equal(recorded, leaf)):
-        raise ValueError(f'The Python part of the {what} changed since the '
-                         f'encoder was built: {recorded!r} became {leaf!r}. '
-                         'Stages must derive Python values from their '
-                         'configuration and static shapes only.')
+        raise errors.InvalidValueError(
+            f'The Python part of the {what} changed since the '
+            f'encoder was built: {recorded!r} became {leaf!r}. '
+            'Stages must derive Python values from their '
+            'configuration and static shapes only.')
       if slot:
         tensors.append(leaf)
     return tensors
@@ -58,14 +62,16 @@ class Template:
     """Rebuilds the structure from its tensors in flat order."""
     tensors = list(tensors)
     if len(tensors) != len(self._specs):
-      raise ValueError(f'The {what} has {len(tensors)} tensors, expected '
-                       f'{len(self._specs)}.')
+      raise errors.InvalidValueError(
+          f'The {what} has {len(tensors)} tensors, expected '
+          f'{len(self._specs)}.')
     tensors = [tf.convert_to_tensor(t, dtype=spec.dtype)
                for t, spec in zip(tensors, self._specs)]
     for i, (tensor, spec) in enumerate(zip(tensors, self._specs)):
       if check_shapes and not spec.is_compatible_with(tensor):
-        raise ValueError(f'Tensor {i} of the {what} has shape {tensor.shape} '
-                         f'and dtype {tensor.dtype.name}, expected {spec}.')
+        raise errors.InvalidValueError(
+            f'Tensor {i} of the {what} has shape {tensor.shape} '
+            f'and dtype {tensor.dtype.name}, expected {spec}.')
     it = iter(tensors)
     leaves = [next(it) if slot else py
               for slot, py in zip(self._is_slot, self._py_leaves)]
@@ -120,7 +126,8 @@ def bits(specs_or_tensors):
     if leaf is None:
       continue
     if not leaf.shape.is_fully_defined():
-      raise ValueError(f'Cannot count the bits of {leaf}: its shape is not '
-                       'fully defined.')
+      raise errors.InvalidValueError(
+          f'Cannot count the bits of {leaf}: its shape is not '
+          'fully defined.')
     total += leaf.shape.num_elements() * leaf.dtype.size * 8
   return total

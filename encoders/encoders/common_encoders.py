@@ -6,6 +6,7 @@ Each returns an `Encoder`; wrap it with `as_simple_encoder` (broadcast) or
 
 import tensorflow as tf
 
+from encoders import errors
 from encoders.core import core_encoder
 from encoders.core import gather_encoder
 from encoders.core import simple_encoder
@@ -31,9 +32,9 @@ def as_gather_encoder(encoder, spec):
 
 def _check_encoder(encoder):
   if not isinstance(encoder, core_encoder.Encoder):
-    raise TypeError('Expected an Encoder (for example '
-                    'te.encoders.uniform_quantization(8)), got '
-                    f'{type(encoder).__name__}.')
+    raise errors.InvalidTypeError('Expected an Encoder (for example '
+                                  'te.encoders.uniform_quantization(8)), got '
+                                  f'{type(encoder).__name__}.')
   return encoder
 
 

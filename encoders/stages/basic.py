@@ -11,6 +11,7 @@ import numbers
 import numpy as np
 import tensorflow as tf
 
+from encoders import errors
 from encoders.core import encoding_stage
 
 DTYPE_TAG_KEY = 'dtype_tag'
@@ -31,17 +32,18 @@ def tagged_dtype(tag):
 def check_float_input(stage_name, x):
   """Raises a `TypeError` naming the stage unless `x` has a float dtype."""
   if x.dtype not in FLOAT_DTYPES:
-    raise TypeError(
+    raise errors.InvalidTypeError(
         f'{stage_name}: input dtype {x.dtype.name} is not supported; expected '
         'float16, bfloat16, float32 or float64.')
 
 
 def _check_number(stage_name, arg_name, value):
   if isinstance(value, bool) or not isinstance(value, numbers.Real):
-    raise TypeError(f'{stage_name}: {arg_name} must be a number, got '
-                    f'{value!r}.')
+    raise errors.InvalidTypeError(
+        f'{stage_name}: {arg_name} must be a number, got '
+        f'{value!r}.')
   if np.isnan(value):
-    raise ValueError(f'{stage_name}: {arg_name} must not be NaN.')
+    raise errors.InvalidValueError(f'{stage_name}: {arg_name} must not be NaN.')
 
 
 @encoding_stage.tf_style_encoding_stage
@@ -120,7 +122,8 @@ class FlattenEncodingStage(encoding_stage.EncodingStageInterface):
              shape=None):
     del decode_params, num_summands  # Unused.
     if shape is None:
-      raise ValueError('FlattenEncodingStage: decode needs the input shape.')
+      raise errors.InvalidValueError(
+          'FlattenEncodingStage: decode needs the input shape.')
     return tf.reshape(encoded_tensors[self.ENCODED_VALUES_KEY], shape)
 
 
@@ -141,7 +144,7 @@ class CastEncodingStage(encoding_stage.EncodingStageInterface):
   def __init__(self, dtype=tf.float16):
     dtype = tf.as_dtype(dtype)
     if dtype not in FLOAT_DTYPES:
-      raise ValueError(
+      raise errors.InvalidValueError(
           f'CastEncodingStage: dtype must be float16, bfloat16, float32 or '
           f'float64, got {dtype.name}.')
     self._dtype = dtype
@@ -173,7 +176,7 @@ class CastEncodingStage(encoding_stage.EncodingStageInterface):
     del encode_params  # Unused.
     check_float_input('CastEncodingStage', x)
     if x.dtype != self._dtype and x.dtype.size <= self._dtype.size:
-      raise ValueError(
+      raise errors.InvalidValueError(
           f'CastEncodingStage: casting {x.dtype.name} to {self._dtype.name} '
           'does not narrow the input; use a narrower dtype.')
     return {
@@ -223,8 +226,9 @@ class ClipByNormEncodingStage(encoding_stage.EncodingStageInterface):
     if not tf.is_tensor(clip_norm):
       _check_number('ClipByNormEncodingStage', 'clip_norm', clip_norm)
       if not 0 < clip_norm < np.inf:
-        raise ValueError('ClipByNormEncodingStage: clip_norm must be positive '
-                         f'and finite, got {clip_norm}.')
+        raise errors.InvalidValueError(
+            'ClipByNormEncodingStage: clip_norm must be positive '
+            f'and finite, got {clip_norm}.')
     self._clip_norm = clip_norm
 
   @property
@@ -272,7 +276,7 @@ class ClipByValueEncodingStage(encoding_stage.EncodingStageInterface):
         _check_number('ClipByValueEncodingStage', arg_name, value)
     if (not tf.is_tensor(clip_value_min) and not tf.is_tensor(clip_value_max)
         and clip_value_min > clip_value_max):
-      raise ValueError(
+      raise errors.InvalidValueError(
           'ClipByValueEncodingStage: clip_value_min must not exceed '
           f'clip_value_max, got {clip_value_min} > {clip_value_max}.')
     self._clip_value_min = clip_value_min

@@ -38,6 +38,7 @@ import secrets
 import numpy as np
 import tensorflow as tf
 
+from encoders import errors
 from encoders.core import core_encoder
 from encoders.core import encoding_stage
 from encoders.core import seeds
@@ -56,16 +57,18 @@ def _check_real(stage_name, arg_name, value, low, high, low_open=True,
                 high_open=True):
   """`value` as a float in the interval, or a ValueError/TypeError naming it."""
   if isinstance(value, bool) or not isinstance(value, numbers.Real):
-    raise TypeError(f'{stage_name}: {arg_name} must be a number, got '
-                    f'{value!r}.')
+    raise errors.InvalidTypeError(
+        f'{stage_name}: {arg_name} must be a number, got '
+        f'{value!r}.')
   value = float(value)
   above = value > low if low_open else value >= low
   below = value < high if high_open else value <= high
   if not (above and below):
     interval = (('(' if low_open else '[') + f'{low}, {high}' +
                 (')' if high_open else ']'))
-    raise ValueError(f'{stage_name}: {arg_name} must be in {interval}, got '
-                     f'{value!r}.')
+    raise errors.InvalidValueError(
+        f'{stage_name}: {arg_name} must be in {interval}, got '
+        f'{value!r}.')
   return value
 
 
@@ -127,7 +130,7 @@ def check_noise_after_sum(encoder):
     stage = getattr(stage, 'wrapped_stage', stage)
     if (getattr(stage, 'adds_noise_on_decode', False)
         and not commuting[core_encoder.COMMUTE]):
-      raise ValueError(
+      raise errors.InvalidValueError(
           f'check_noise_after_sum: stage {stage.name!r} at {path or "root"} '
           'adds noise on decode but sits under a stage that does not commute '
           'with sum, so it would be decoded (and noised) per client before '
@@ -287,9 +290,10 @@ class AdaptiveL2ClippingEncodingStage(
       expected_clients = _check_real(name, 'expected_clients',
                                      expected_clients, 0.0, np.inf)
     elif self._indicator_stddev > 0:
-      raise ValueError(f'{name}: indicator_stddev > 0 needs expected_clients '
-                       '(the public expected number of clients per round), '
-                       'since the exact count would leak.')
+      raise errors.InvalidValueError(
+          f'{name}: indicator_stddev > 0 needs expected_clients '
+          '(the public expected number of clients per round), '
+          'since the exact count would leak.')
     self._expected_clients = expected_clients
     self._seeds = _NoiseSeeds(name, seed)
 

@@ -14,6 +14,7 @@ over any number of clients stay exact.
 import numpy as np
 import tensorflow as tf
 
+from encoders import errors
 from encoders.core import encoding_stage
 from encoders.core import seeds
 from encoders.stages import basic
@@ -32,12 +33,14 @@ _LEVELS_OF_WORD = {tf.int32: tf.float32, tf.int64: tf.float64}
 
 def check_bits(name, bits):
   if tf.is_tensor(bits) or isinstance(bits, tf.Variable):
-    raise TypeError(f'{name}: bits cannot be a TensorFlow value; pass a '
-                    f'Python int, got {bits!r}.')
+    raise errors.InvalidTypeError(
+        f'{name}: bits cannot be a TensorFlow value; pass a '
+        f'Python int, got {bits!r}.')
   if (isinstance(bits, bool) or not isinstance(bits, (int, np.integer))
       or not 1 <= bits <= 16):
-    raise ValueError(f'{name}: bits must be an integer between 1 and 16, got '
-                     f'{bits!r}.')
+    raise errors.InvalidValueError(
+        f'{name}: bits must be an integer between 1 and 16, got '
+        f'{bits!r}.')
   return int(bits)
 
 
@@ -47,16 +50,19 @@ def _check_min_max(min_max):
     return None
   if tf.is_tensor(min_max) or isinstance(min_max, tf.Variable):
     if min_max.shape.as_list() != [2] or not min_max.dtype.is_floating:
-      raise ValueError(f'{_NAME}: a Tensor min_max must be of shape (2) and a '
-                       f'float dtype, got {min_max!r}.')
+      raise errors.InvalidValueError(
+          f'{_NAME}: a Tensor min_max must be of shape (2) and a '
+          f'float dtype, got {min_max!r}.')
     return min_max
   if not isinstance(min_max, (list, tuple, np.ndarray)) or len(min_max) != 2:
-    raise ValueError(f'{_NAME}: min_max must be None, a Tensor of shape (2) or '
-                     f'a list with two elements, got {min_max!r}.')
+    raise errors.InvalidValueError(
+        f'{_NAME}: min_max must be None, a Tensor of shape (2) or '
+        f'a list with two elements, got {min_max!r}.')
   lo, hi = (float(v) for v in min_max)
   if not lo < hi:
-    raise ValueError(f'{_NAME}: the first element of min_max must be smaller '
-                     f'than the second, got {min_max!r}.')
+    raise errors.InvalidValueError(
+        f'{_NAME}: the first element of min_max must be smaller '
+        f'than the second, got {min_max!r}.')
   return [lo, hi]
 
 
@@ -81,8 +87,9 @@ class UniformQuantizationEncodingStage(encoding_stage.EncodingStageInterface):
     self._bits = check_bits(_NAME, bits)
     self._min_max = _check_min_max(min_max)
     if not isinstance(stochastic, bool):
-      raise TypeError(f'{_NAME}: stochastic must be a Python bool, got '
-                      f'{stochastic!r}.')
+      raise errors.InvalidTypeError(
+          f'{_NAME}: stochastic must be a Python bool, got '
+          f'{stochastic!r}.')
     self._stochastic = stochastic
     self._seed = seeds.check_seed(_NAME, seed)
 
@@ -216,8 +223,9 @@ class BitpackingEncodingStage(encoding_stage.EncodingStageInterface):
   def encode(self, x, encode_params):
     del encode_params  # Unused.
     if x.dtype not in _WORD_DTYPE:
-      raise TypeError('BitpackingEncodingStage: Unsupported packing type '
-                      f'{x.dtype.name}; the levels must be float32 or float64.')
+      raise errors.InvalidTypeError(
+          'BitpackingEncodingStage: Unsupported packing type '
+          f'{x.dtype.name}; the levels must be float32 or float64.')
     word_dtype = _WORD_DTYPE[x.dtype]
     packed = quantization.pack(self._plan,
                                tf.cast(tf.reshape(x, [-1]), tf.int32))
@@ -232,7 +240,8 @@ class BitpackingEncodingStage(encoding_stage.EncodingStageInterface):
              shape=None):
     del decode_params, num_summands  # Unused.
     if shape is None:
-      raise ValueError('BitpackingEncodingStage: decode needs the input shape.')
+      raise errors.InvalidValueError(
+          'BitpackingEncodingStage: decode needs the input shape.')
     words = encoded_tensors[self.ENCODED_VALUES_KEY]
     packed = tf.reshape(tf.bitcast(tf.reshape(words, [-1]), tf.uint8), [-1])
     size = tf.reduce_prod(shape)

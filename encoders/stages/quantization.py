@@ -17,6 +17,7 @@ import math
 import numpy as np
 import tensorflow as tf
 
+from encoders import errors
 from encoders.core import encoding_stage
 from encoders.core import seeds
 from encoders.stages import basic
@@ -31,10 +32,12 @@ _MIN_ADAPTIVE_RANGE = 1e-20
 
 def _check_bits(stage_name, arg_name, bits):
   if isinstance(bits, bool) or not isinstance(bits, (int, np.integer)):
-    raise TypeError(f'{stage_name}: {arg_name} must be an int, got {bits!r}.')
+    raise errors.InvalidTypeError(
+        f'{stage_name}: {arg_name} must be an int, got {bits!r}.')
   if not 1 <= bits <= 16:
-    raise ValueError(f'{stage_name}: {arg_name} must be in [1, 16], got '
-                     f'{bits}.')
+    raise errors.InvalidValueError(
+        f'{stage_name}: {arg_name} must be in [1, 16], got '
+        f'{bits}.')
   return int(bits)
 
 
@@ -169,11 +172,13 @@ class IntegerUniformQuantizationEncodingStage(
       try:
         lo, hi = (float(v) for v in min_max)
       except (TypeError, ValueError):
-        raise TypeError(f'{name}: min_max must be a pair of numbers (lo, hi), '
-                        f'got {min_max!r}.') from None
+        raise errors.InvalidTypeError(
+            f'{name}: min_max must be a pair of numbers (lo, hi), '
+            f'got {min_max!r}.') from None
       if not (np.isfinite(lo) and np.isfinite(hi) and lo < hi):
-        raise ValueError(f'{name}: min_max must be finite with lo < hi, got '
-                         f'{min_max!r}.')
+        raise errors.InvalidValueError(
+            f'{name}: min_max must be finite with lo < hi, got '
+            f'{min_max!r}.')
       min_max = (lo, hi)
     self._min_max = min_max
     self._stochastic = bool(stochastic)
@@ -288,10 +293,12 @@ class AdaptiveRangeQuantizationEncodingStage(
     name = 'AdaptiveRangeQuantizationEncodingStage'
     self._bits = _check_bits(name, 'bits', bits)
     if not (_is_number(initial_range) and 0 < initial_range < np.inf):
-      raise ValueError(f'{name}: initial_range must be a positive finite '
-                       f'number, got {initial_range!r}.')
+      raise errors.InvalidValueError(
+          f'{name}: initial_range must be a positive finite '
+          f'number, got {initial_range!r}.')
     if not (_is_number(decay) and 0 <= decay < 1):
-      raise ValueError(f'{name}: decay must be in [0, 1), got {decay!r}.')
+      raise errors.InvalidValueError(
+          f'{name}: decay must be in [0, 1), got {decay!r}.')
     self._initial_range = float(initial_range)
     self._decay = float(decay)
     self._stochastic = bool(stochastic)
@@ -515,15 +522,16 @@ class IntegerBitpackingEncodingStage(encoding_stage.EncodingStageInterface):
              shape=None):
     del decode_params, num_summands  # Unused.
     if shape is None:
-      raise ValueError('IntegerBitpackingEncodingStage: decode needs the input '
-                       'shape.')
+      raise errors.InvalidValueError(
+          'IntegerBitpackingEncodingStage: decode needs the input '
+          'shape.')
     packed = encoded_tensors[self.ENCODED_VALUES_KEY]
     static_shape = tf.get_static_value(shape)
     if static_shape is not None:
       n = int(static_shape[0])
       expected = _ceil_div(n * self._bits, 8 * packed.dtype.size)
       if packed.shape[0] is not None and packed.shape[0] != expected:
-        raise ValueError(
+        raise errors.InvalidValueError(
             f'IntegerBitpackingEncodingStage: {n} values of {self._bits} bits '
             f'pack into {expected} words, got {packed.shape[0]}.')
     else:
@@ -533,16 +541,18 @@ class IntegerBitpackingEncodingStage(encoding_stage.EncodingStageInterface):
   def _checked_input(self, x):
     name = 'IntegerBitpackingEncodingStage'
     if x.dtype != tf.int32:
-      raise TypeError(f'{name}: input must be int32 (quantization levels), got '
-                      f'{x.dtype.name}.')
+      raise errors.InvalidTypeError(
+          f'{name}: input must be int32 (quantization levels), got '
+          f'{x.dtype.name}.')
     if x.shape.rank != 1:
-      raise ValueError(f'{name}: input must have rank 1, got shape {x.shape}; '
-                       'put a FlattenEncodingStage before it.')
+      raise errors.InvalidValueError(
+          f'{name}: input must have rank 1, got shape {x.shape}; '
+          'put a FlattenEncodingStage before it.')
     limit = 2**self._bits
     static_values = tf.get_static_value(x)
     if static_values is not None and static_values.size and (
         static_values.min() < 0 or static_values.max() >= limit):
-      raise ValueError(
+      raise errors.InvalidValueError(
           f'{name}: values must be in [0, {limit}) for input_bits='
           f'{self._bits}, got values in [{static_values.min()}, '
           f'{static_values.max()}].')

@@ -24,6 +24,7 @@ sign pattern, which is all that unbiasedness arguments (e.g. DRIVE) use.
 
 import tensorflow as tf
 
+from encoders import errors
 from encoders.core import encoding_stage
 from encoders.core import seeds
 from encoders.stages import basic
@@ -235,7 +236,8 @@ class HadamardEncodingStage(encoding_stage.EncodingStageInterface):
              shape=None):
     del num_summands  # The rotation is linear: a sum decodes like one value.
     if shape is None:
-      raise ValueError('HadamardEncodingStage: decode needs the input shape.')
+      raise errors.InvalidValueError(
+          'HadamardEncodingStage: decode needs the input shape.')
     values = encoded_tensors[self.ENCODED_VALUES_KEY]
     compute_dtype = _compute_dtype(values)
     padded_width = values.shape[1]
@@ -251,12 +253,14 @@ class HadamardEncodingStage(encoding_stage.EncodingStageInterface):
 def _as_rows(x):
   """`x` as a matrix of rows: rank 1 is one row, rank 2 is itself."""
   if x.shape.rank is None or x.shape.rank == 0 or x.shape[-1] is None:
-    raise ValueError('HadamardEncodingStage: the number of dimensions and the '
-                     f'last dimension of the input must be fully known, got '
-                     f'shape {x.shape}.')
+    raise errors.InvalidValueError(
+        'HadamardEncodingStage: the number of dimensions and the '
+        f'last dimension of the input must be fully known, got '
+        f'shape {x.shape}.')
   if x.shape.rank > 2:
-    raise ValueError('HadamardEncodingStage: the number of dimensions of the '
-                     f'input must be 1 or 2., got shape {x.shape}.')
+    raise errors.InvalidValueError(
+        'HadamardEncodingStage: the number of dimensions of the '
+        f'input must be 1 or 2., got shape {x.shape}.')
   return tf.reshape(x, [1, -1]) if x.shape.rank == 1 else x
 
 
@@ -290,9 +294,10 @@ class UnpaddedHadamardEncodingStage(
     if (isinstance(max_block_size, bool) or not isinstance(max_block_size, int)
         or max_block_size < 1 or max_block_size > _LARGEST_MAX_BLOCK_SIZE
         or max_block_size & (max_block_size - 1)):
-      raise ValueError('UnpaddedHadamardEncodingStage: max_block_size must be '
-                       f'a power of two in [1, {_LARGEST_MAX_BLOCK_SIZE}], got '
-                       f'{max_block_size!r}.')
+      raise errors.InvalidValueError(
+          'UnpaddedHadamardEncodingStage: max_block_size must be '
+          f'a power of two in [1, {_LARGEST_MAX_BLOCK_SIZE}], got '
+          f'{max_block_size!r}.')
     self._seed = seed
     self._max_block_size = max_block_size
 
@@ -338,12 +343,14 @@ class UnpaddedHadamardEncodingStage(
              shape=None):
     del num_summands  # The rotation is linear: a sum decodes like one value.
     if shape is None:
-      raise ValueError('UnpaddedHadamardEncodingStage: decode needs the input shape.')
+      raise errors.InvalidValueError(
+          'UnpaddedHadamardEncodingStage: decode needs the input shape.')
     values = encoded_tensors[self.ENCODED_VALUES_KEY]
     compute_dtype = _compute_dtype(values)
     if values.shape.rank != 1:
-      raise ValueError('UnpaddedHadamardEncodingStage: encoded values must be rank 1, '
-                       f'got shape {values.shape}.')
+      raise errors.InvalidValueError(
+          'UnpaddedHadamardEncodingStage: encoded values must be rank 1, '
+          f'got shape {values.shape}.')
     flat = unrotate(tf.cast(values, compute_dtype),
                      decode_params[self.SEED_PARAMS_KEY], self._max_block_size)
     return tf.reshape(tf.cast(flat, values.dtype), shape)

@@ -2,6 +2,7 @@
 
 import tensorflow as tf
 
+from encoders import errors
 from encoders.core import encoding_stage
 from encoders.stages import basic
 
@@ -40,8 +41,8 @@ class SignEncodingStage(encoding_stage.EncodingStageInterface):
 
   def __init__(self, scale='mean_abs'):
     if scale not in _SCALES:
-      raise ValueError(f'SignEncodingStage: scale must be one of '
-                       f'{sorted(_SCALES)}, got {scale!r}.')
+      raise errors.InvalidValueError(f'SignEncodingStage: scale must be one of '
+                                     f'{sorted(_SCALES)}, got {scale!r}.')
     self._scale = scale
 
   @property
@@ -85,7 +86,8 @@ class SignEncodingStage(encoding_stage.EncodingStageInterface):
              shape=None):
     del decode_params, num_summands  # Unused; sums are not decodable.
     if shape is None:
-      raise ValueError('SignEncodingStage: decode needs the input shape.')
+      raise errors.InvalidValueError(
+          'SignEncodingStage: decode needs the input shape.')
     dtype = basic.tagged_dtype(encoded_tensors[basic.DTYPE_TAG_KEY])
     scale = tf.cast(encoded_tensors[self.SCALE_KEY], dtype)
     positive = tf.cast(encoded_tensors[self.SIGNS_KEY], tf.bool)

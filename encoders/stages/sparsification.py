@@ -4,6 +4,7 @@ import fractions
 
 import tensorflow as tf
 
+from encoders import errors
 from encoders.core import encoding_stage
 from encoders.core import seeds
 from encoders.stages import basic
@@ -23,8 +24,9 @@ _BRACKET_SIGMAS = 6.0
 def _as_ratio(stage_name, fraction):
   if (isinstance(fraction, bool) or not isinstance(fraction, (int, float))
       or not 0 < fraction <= 1):
-    raise ValueError(f'{stage_name}: fraction must be a number in (0, 1], '
-                     f'got {fraction!r}.')
+    raise errors.InvalidValueError(
+        f'{stage_name}: fraction must be a number in (0, 1], '
+        f'got {fraction!r}.')
   return fractions.Fraction(fraction).limit_denominator(
       _MAX_FRACTION_DENOMINATOR)
 
@@ -112,11 +114,13 @@ class TopKEncodingStage(encoding_stage.EncodingStageInterface):
 
   def __init__(self, fraction=None, k=None):
     if (fraction is None) == (k is None):
-      raise ValueError('TopKEncodingStage: give exactly one of fraction and k, '
-                       f'got fraction={fraction!r}, k={k!r}.')
+      raise errors.InvalidValueError(
+          'TopKEncodingStage: give exactly one of fraction and k, '
+          f'got fraction={fraction!r}, k={k!r}.')
     if k is not None and (isinstance(k, bool) or not isinstance(k, int)
                           or k < 1):
-      raise ValueError(f'TopKEncodingStage: k must be an int >= 1, got {k!r}.')
+      raise errors.InvalidValueError(
+          f'TopKEncodingStage: k must be an int >= 1, got {k!r}.')
     self._k = k
     self._ratio = (None if fraction is None else
                    _as_ratio('TopKEncodingStage', fraction))
@@ -145,8 +149,9 @@ class TopKEncodingStage(encoding_stage.EncodingStageInterface):
       return _num_kept(self._ratio, size)
     if isinstance(size, int):
       if self._k > size:
-        raise ValueError(f'TopKEncodingStage: k={self._k} exceeds the {size} '
-                         'values of the input.')
+        raise errors.InvalidValueError(
+            f'TopKEncodingStage: k={self._k} exceeds the {size} '
+            'values of the input.')
       return self._k
     check = tf.debugging.assert_less_equal(
         tf.constant(self._k, size.dtype), size,
@@ -173,7 +178,8 @@ class TopKEncodingStage(encoding_stage.EncodingStageInterface):
              shape=None):
     del decode_params, num_summands  # Unused; sums are not decodable.
     if shape is None:
-      raise ValueError('TopKEncodingStage: decode needs the input shape.')
+      raise errors.InvalidValueError(
+          'TopKEncodingStage: decode needs the input shape.')
     return _scatter(encoded_tensors[self.INDICES_KEY],
                     encoded_tensors[self.VALUES_KEY], shape)
 
@@ -256,7 +262,7 @@ class RandomSubsamplingEncodingStage(encoding_stage.EncodingStageInterface):
              shape=None):
     del decode_params, num_summands  # Unused; sums are not decodable.
     if shape is None:
-      raise ValueError(
+      raise errors.InvalidValueError(
           'RandomSubsamplingEncodingStage: decode needs the input shape.')
     values = encoded_tensors[self.VALUES_KEY]
     shape = shape

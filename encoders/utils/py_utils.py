@@ -11,6 +11,8 @@ import functools
 import numpy as np
 import tensorflow as tf
 
+from encoders import errors
+
 
 @functools.total_ordering
 class OrderedEnum(enum.Enum):
@@ -38,14 +40,16 @@ def static_or_dynamic_shape(value):
     return tf.shape(value)
   if isinstance(value, np.ndarray):
     return value.shape
-  raise TypeError('static_or_dynamic_shape expects a Tensor or a numpy array, '
-                  f'got {type(value).__name__}: {value!r}')
+  raise errors.InvalidTypeError(
+      'static_or_dynamic_shape expects a Tensor or a numpy array, '
+      f'got {type(value).__name__}: {value!r}')
 
 
 def _check_dict(name, value):
   if not isinstance(value, dict):
-    raise TypeError(f'{name} must be a dict, got {type(value).__name__}: '
-                    f'{value!r}')
+    raise errors.InvalidTypeError(
+        f'{name} must be a dict, got {type(value).__name__}: '
+        f'{value!r}')
 
 
 def split_dict_py_tf(dictionary):
@@ -89,13 +93,15 @@ def _merged_value(key, dict1, dict2):
   if in1 and in2:
     if isinstance(value1, dict) and isinstance(value2, dict):
       return merge_dicts(value1, value2)
-    raise ValueError(f'Key {key!r} is in both dicts, which is allowed only '
-                     f'when both values are dicts; got {value1!r} and '
-                     f'{value2!r}.')
+    raise errors.InvalidValueError(
+        f'Key {key!r} is in both dicts, which is allowed only '
+        f'when both values are dicts; got {value1!r} and '
+        f'{value2!r}.')
   value = value1 if in1 else value2
   if isinstance(value, dict):
-    raise ValueError(f'Key {key!r} holds a dict in only one of the dicts; the '
-                     'dicts must have the same nested-dict structure.')
+    raise errors.InvalidValueError(
+        f'Key {key!r} holds a dict in only one of the dicts; the '
+        'dicts must have the same nested-dict structure.')
   return value
 
 
@@ -148,15 +154,18 @@ def assert_compatible(spec, value):
   for path, leaf in spec_leaves:
     if not isinstance(leaf, tf.TensorSpec):
       where = f' at {path!r}' if path else ''
-      raise TypeError(f'spec must hold only tf.TensorSpec objects; found '
-                      f'{type(leaf).__name__}{where}: {leaf!r}')
+      raise errors.InvalidTypeError(
+          f'spec must hold only tf.TensorSpec objects; found '
+          f'{type(leaf).__name__}{where}: {leaf!r}')
   try:
     tf.nest.assert_same_structure(spec, value)
   except (TypeError, ValueError) as e:
-    raise ValueError(f'value does not have the structure of spec: {e}') from e
+    raise errors.InvalidValueError(
+        f'value does not have the structure of spec: {e}') from e
   value_leaves = [leaf for _, leaf in flatten_with_joined_string_paths(value)]
   for (path, leaf_spec), leaf in zip(spec_leaves, value_leaves):
     if not leaf_spec.is_compatible_with(leaf):
       where = f' at {path!r}' if path else ''
-      raise ValueError(f'value{where} is not compatible with {leaf_spec}: '
-                       f'got {_describe(leaf)}')
+      raise errors.InvalidValueError(
+          f'value{where} is not compatible with {leaf_spec}: '
+          f'got {_describe(leaf)}')

@@ -10,6 +10,7 @@ import numbers
 import numpy as np
 import tensorflow as tf
 
+from encoders import errors
 from encoders.core import seeds
 
 
@@ -71,15 +72,17 @@ def fast_walsh_hadamard_transform(x):
   """
   x = tf.convert_to_tensor(x)
   if x.shape.rank != 2:
-    raise ValueError('Number of dimensions of x must be 2. '
-                     f'Shape of x: {x.shape}')
+    raise errors.InvalidValueError('Number of dimensions of x must be 2. '
+                                   f'Shape of x: {x.shape}')
   if not x.dtype.is_floating:
-    raise TypeError(f'x must be a floating point tensor, got dtype {x.dtype}.')
+    raise errors.InvalidTypeError(
+        f'x must be a floating point tensor, got dtype {x.dtype}.')
   dim = x.shape[1]
   if dim is not None:
     if not _is_power_of_two(dim):
-      raise ValueError('The dimension of x must be a power of two. '
-                       f'Provided dimension is: {dim}')
+      raise errors.InvalidValueError(
+          'The dimension of x must be a power of two. '
+          f'Provided dimension is: {dim}')
     transformed = _static_transform(x, dim)
     scale = tf.constant(1 / np.sqrt(dim), x.dtype)
   else:
@@ -96,8 +99,9 @@ def fast_walsh_hadamard_transform(x):
 def _check_float_dtype(dtype):
   dtype = tf.as_dtype(dtype)
   if dtype not in (tf.float32, tf.float64):
-    raise TypeError('Supported types are tf.float32 and tf.float64 values, '
-                    f'got {dtype.name}.')
+    raise errors.InvalidTypeError(
+        'Supported types are tf.float32 and tf.float64 values, '
+        f'got {dtype.name}.')
   return dtype
 
 
@@ -105,8 +109,9 @@ def _check_sign_dtype(dtype):
   """Signs need a type that holds -1: a float or a signed integer."""
   dtype = tf.as_dtype(dtype)
   if not (dtype.is_floating or (dtype.is_integer and not dtype.is_unsigned)):
-    raise TypeError('Random signs need a floating point or signed integer '
-                    f'dtype, got {dtype.name}.')
+    raise errors.InvalidTypeError(
+        'Random signs need a floating point or signed integer '
+        f'dtype, got {dtype.name}.')
   return dtype
 
 
@@ -195,15 +200,18 @@ def _cmwc_step(state, _):
 def _check_cmwc_args(num_elements, seed):
   if (not isinstance(num_elements, numbers.Integral)
       or isinstance(num_elements, bool)):
-    raise TypeError('num_elements must be a Python integer, got '
-                    f'{type(num_elements).__name__}: {num_elements!r}')
+    raise errors.InvalidTypeError(
+        'num_elements must be a Python integer, got '
+        f'{type(num_elements).__name__}: {num_elements!r}')
   if num_elements <= 0:
-    raise ValueError(f'num_elements must be positive, got {num_elements}.')
+    raise errors.InvalidValueError(
+        f'num_elements must be positive, got {num_elements}.')
   if not (tf.is_tensor(seed) and seed.dtype == tf.int64):
-    raise TypeError('seed must be a scalar tf.int64 Tensor, got '
-                    f'{type(seed).__name__}: {seed!r}')
+    raise errors.InvalidTypeError('seed must be a scalar tf.int64 Tensor, got '
+                                  f'{type(seed).__name__}: {seed!r}')
   if seed.shape.rank not in (None, 0):
-    raise ValueError(f'seed must be a scalar, got shape {seed.shape}.')
+    raise errors.InvalidValueError(
+        f'seed must be a scalar, got shape {seed.shape}.')
 
 
 def _cmwc_words(num_elements, seed):
@@ -261,15 +269,17 @@ def random_floats_cmwc(num_elements, seed, dtype=tf.float32):
 
 def _check_packing_args(dtype, value_bits, target_bitrange, value_arg):
   if dtype not in (tf.int32, tf.int64):
-    raise TypeError(f'Bit packing works on tf.int32 and tf.int64 tensors, '
-                    f'got {dtype.name}.')
+    raise errors.InvalidTypeError(
+        f'Bit packing works on tf.int32 and tf.int64 tensors, '
+        f'got {dtype.name}.')
   max_bits = dtype.size * 8 - 1  # Packed words stay non-negative.
   for name, bits in ((value_arg, value_bits),
                      ('target_bitrange', target_bitrange)):
     if (not isinstance(bits, numbers.Integral) or isinstance(bits, bool)
         or not 1 <= bits <= max_bits):
-      raise ValueError(f'{name} must be an integer from 1 to {max_bits} for '
-                       f'{dtype.name}, got {bits!r}.')
+      raise errors.InvalidValueError(
+          f'{name} must be an integer from 1 to {max_bits} for '
+          f'{dtype.name}, got {bits!r}.')
 
 
 def _low_bits(values, num_bits):
@@ -309,7 +319,8 @@ def _num_elements(shape):
   """The element count of `shape` (a shape object, list or tensor)."""
   if isinstance(shape, tf.TensorShape):
     if not shape.is_fully_defined():
-      raise ValueError(f'shape must be fully defined, got {shape}.')
+      raise errors.InvalidValueError(
+          f'shape must be fully defined, got {shape}.')
     shape = shape.as_list()
   if tf.is_tensor(shape):
     return tf.reduce_prod(shape), shape

@@ -24,6 +24,7 @@ import numbers
 
 import tensorflow as tf
 
+from encoders import errors
 from encoders.core import encoding_stage
 from encoders.core import seeds
 from encoders.stages import basic
@@ -106,26 +107,32 @@ class KashinHadamardEncodingStage(encoding_stage.EncodingStageInterface):
                pad_extra_level_threshold=0.85, seed=None):
     if not tf.is_tensor(eta):
       if not _is_real(eta) or not 0 < eta < 1:
-        raise ValueError(f'{_STAGE}: eta must be a number between 0 and 1 '
-                         f'(exclusive), got {eta!r}.')
+        raise errors.InvalidValueError(
+            f'{_STAGE}: eta must be a number between 0 and 1 '
+            f'(exclusive), got {eta!r}.')
     if not tf.is_tensor(delta):
       if not _is_real(delta) or not delta > 0:
-        raise ValueError(f'{_STAGE}: delta must be a number greater than 0, '
-                         f'got {delta!r}.')
+        raise errors.InvalidValueError(
+            f'{_STAGE}: delta must be a number greater than 0, '
+            f'got {delta!r}.')
     if isinstance(num_iters, bool) or not isinstance(num_iters, int):
-      raise ValueError(f'{_STAGE}: num_iters must be a Python int (it fixes '
-                       f'the graph), got {num_iters!r}.')
+      raise errors.InvalidValueError(
+          f'{_STAGE}: num_iters must be a Python int (it fixes '
+          f'the graph), got {num_iters!r}.')
     if num_iters < 1:
-      raise ValueError(f'{_STAGE}: num_iters must be positive, got '
-                       f'{num_iters}.')
+      raise errors.InvalidValueError(
+          f'{_STAGE}: num_iters must be positive, got '
+          f'{num_iters}.')
     if not isinstance(last_iter_clip, bool):
-      raise ValueError(f'{_STAGE}: last_iter_clip must be a bool (it fixes '
-                       f'the graph), got {last_iter_clip!r}.')
+      raise errors.InvalidValueError(
+          f'{_STAGE}: last_iter_clip must be a bool (it fixes '
+          f'the graph), got {last_iter_clip!r}.')
     if (not _is_real(pad_extra_level_threshold) or
         not 0 <= pad_extra_level_threshold <= 1):
-      raise ValueError(f'{_STAGE}: pad_extra_level_threshold must be a Python '
-                       'number in [0, 1] (it fixes the encoded shape), got '
-                       f'{pad_extra_level_threshold!r}.')
+      raise errors.InvalidValueError(
+          f'{_STAGE}: pad_extra_level_threshold must be a Python '
+          'number in [0, 1] (it fixes the encoded shape), got '
+          f'{pad_extra_level_threshold!r}.')
     self._eta = eta
     self._delta = delta
     self._num_iters = num_iters
@@ -189,13 +196,14 @@ class KashinHadamardEncodingStage(encoding_stage.EncodingStageInterface):
              shape=None):
     del num_summands  # Decoding is linear: a sum decodes like one encoding.
     if shape is None:
-      raise ValueError(f'{_STAGE}: decode needs the input shape.')
+      raise errors.InvalidValueError(f'{_STAGE}: decode needs the input shape.')
     coefficients = encoded_tensors[self.ENCODED_VALUES_KEY]
     size = coefficients.shape[-1] if coefficients.shape.rank == 2 else None
     if size is None:
-      raise ValueError(f'{_STAGE}: encoded coefficients must have rank 2 and '
-                       f'a static last dimension, got shape '
-                       f'{coefficients.shape}.')
+      raise errors.InvalidValueError(
+          f'{_STAGE}: encoded coefficients must have rank 2 and '
+          f'a static last dimension, got shape '
+          f'{coefficients.shape}.')
     dtype = basic.wide_dtype(coefficients.dtype)
     signs = _frame_signs(decode_params[self.SEED_PARAMS_KEY], size, dtype)
     n = shape[-1]
@@ -205,13 +213,16 @@ class KashinHadamardEncodingStage(encoding_stage.EncodingStageInterface):
   def _as_rows(self, x):
     """`x` as a [rows, n] float tensor with static n, or a clear error."""
     if not x.dtype.is_floating:
-      raise TypeError(f'{_STAGE}: the input must be a float tensor, got '
-                      f'{x.dtype.name}.')
+      raise errors.InvalidTypeError(
+          f'{_STAGE}: the input must be a float tensor, got '
+          f'{x.dtype.name}.')
     rank = x.shape.rank
     if rank not in (1, 2):
-      raise ValueError(f'{_STAGE}: the number of dimensions of the input must '
-                       f'be 1 or 2, got shape {x.shape}.')
+      raise errors.InvalidValueError(
+          f'{_STAGE}: the number of dimensions of the input must '
+          f'be 1 or 2, got shape {x.shape}.')
     if x.shape[-1] is None:
-      raise ValueError(f'{_STAGE}: the last dimension of the input must be '
-                       f'fully known statically, got shape {x.shape}.')
+      raise errors.InvalidValueError(
+          f'{_STAGE}: the last dimension of the input must be '
+          f'fully known statically, got shape {x.shape}.')
     return tf.reshape(x, [1, -1]) if rank == 1 else x

@@ -10,6 +10,7 @@ import numbers
 
 import tensorflow as tf
 
+from encoders import errors
 from encoders.core import encoding_stage
 from encoders.stages import basic
 
@@ -33,11 +34,13 @@ class SplitBySmallValueEncodingStage(encoding_stage.EncodingStageInterface):
     if not tf.is_tensor(threshold):
       if isinstance(threshold, bool) or not isinstance(threshold,
                                                        numbers.Real):
-        raise TypeError('SplitBySmallValueEncodingStage: threshold must be a '
-                        f'number or a scalar tensor, got {threshold!r}.')
+        raise errors.InvalidTypeError(
+            'SplitBySmallValueEncodingStage: threshold must be a '
+            f'number or a scalar tensor, got {threshold!r}.')
       if not threshold >= 0:
-        raise ValueError('SplitBySmallValueEncodingStage: threshold must be '
-                         f'non-negative, got {threshold!r}.')
+        raise errors.InvalidValueError(
+            'SplitBySmallValueEncodingStage: threshold must be '
+            f'non-negative, got {threshold!r}.')
     self._threshold = threshold
 
   @property
@@ -74,8 +77,9 @@ class SplitBySmallValueEncodingStage(encoding_stage.EncodingStageInterface):
              shape=None):
     del decode_params, num_summands  # Unused.
     if shape is None:
-      raise ValueError('SplitBySmallValueEncodingStage: decode needs the '
-                       'input shape.')
+      raise errors.InvalidValueError(
+          'SplitBySmallValueEncodingStage: decode needs the '
+          'input shape.')
     values = encoded_tensors[self.ENCODED_VALUES_KEY]
     indices = encoded_tensors[self.ENCODED_INDICES_KEY]
     size = tf.reduce_prod(shape)
@@ -124,11 +128,13 @@ class DifferenceBetweenIntegersEncodingStage(
   def encode(self, x, encode_params):
     del encode_params  # Unused.
     if x.dtype not in _INTEGER_DTYPES:
-      raise TypeError('DifferenceBetweenIntegersEncodingStage: Unsupported '
-                      f'input type {x.dtype.name}; expected an integer dtype.')
+      raise errors.InvalidTypeError(
+          'DifferenceBetweenIntegersEncodingStage: Unsupported '
+          f'input type {x.dtype.name}; expected an integer dtype.')
     if x.shape.rank != 1:
-      raise ValueError('DifferenceBetweenIntegersEncodingStage: Number of '
-                       f'dimensions must be 1, got shape {x.shape}.')
+      raise errors.InvalidValueError(
+          'DifferenceBetweenIntegersEncodingStage: Number of '
+          f'dimensions must be 1, got shape {x.shape}.')
     differences = tf.concat([x[:1], x[1:] - x[:-1]], 0)
     return {self.ENCODED_VALUES_KEY: differences}
 

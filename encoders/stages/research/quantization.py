@@ -21,6 +21,7 @@ input's dtype, which tells decode what dtype to return).
 
 import tensorflow as tf
 
+from encoders import errors
 from encoders.core import encoding_stage
 from encoders.core import seeds
 from encoders.stages import basic
@@ -208,8 +209,9 @@ class PerChannelUniformQuantizationEncodingStage(
     name = 'PerChannelUniformQuantizationEncodingStage'
     self._bits = float_levels.check_bits(name, bits)
     if not isinstance(stochastic, bool):
-      raise TypeError(f'{name}: stochastic must be a Python bool (it fixes '
-                      f'the graph), got {stochastic!r}.')
+      raise errors.InvalidTypeError(
+          f'{name}: stochastic must be a Python bool (it fixes '
+          f'the graph), got {stochastic!r}.')
     self._stochastic = stochastic
     self._seed = seeds.check_seed(name, seed)
 
