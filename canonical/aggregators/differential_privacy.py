@@ -63,8 +63,8 @@ def adaptive_clip_noise_params(noise_multiplier, expected_clients_per_round,
           'clients_per_round) is too low for the total noise_multiplier '
           f'{noise_multiplier}: raise clipped_count_stddev or lower '
           'noise_multiplier.')
-    value_noise_multiplier = (noise_multiplier**-2 -
-                              (2 * clipped_count_stddev)**-2)**-0.5
+    value_noise_multiplier = privacy_releases.remaining_noise_multiplier(
+        noise_multiplier, 2 * clipped_count_stddev)
     if value_noise_multiplier / noise_multiplier >= 2:
       warnings.warn(
           f'The value noise multiplier is {value_noise_multiplier:.3g}, '
@@ -163,9 +163,9 @@ class GaussianQuery:
         seeds.fold_in(round_seed, len(flat)))
     below = noised_below / below_state['denominator'] + 0.5
     below = tf.minimum(1.0, tf.maximum(0.0, below))
-    step = estimator['learning_rate'] * (below - estimator['target_quantile'])
-    new_clip = tf.maximum(
-        estimator['current_estimate'] * tf.math.exp(-step), 0.0)
+    new_clip = tf.maximum(clipping.geometric_quantile_step(
+        estimator['current_estimate'], below, estimator['target_quantile'],
+        estimator['learning_rate']), 0.0)
     new_numerator = collections.OrderedDict(
         noise_multiplier=numerator['noise_multiplier'],
         sum_state=collections.OrderedDict(

@@ -29,6 +29,7 @@ from canonical.core import specs
 from canonical.core import types as ft
 from canonical import errors
 from canonical.templates import estimation_process
+from encoders.stages import clipping
 
 F32 = tf.TensorSpec([], tf.float32)
 
@@ -68,11 +69,13 @@ class NoNoiseQuantileQuery:
     below_sum, weight_sum = total
     below = below_sum / weight_sum + 0.5
     below = tf.minimum(1.0, tf.maximum(0.0, below))
-    step = state.learning_rate * (below - state.target_quantile)
     if self.geometric_update:
-      estimate = state.current_estimate * tf.math.exp(-step)
+      estimate = clipping.geometric_quantile_step(
+          state.current_estimate, below, state.target_quantile,
+          state.learning_rate)
     else:
-      estimate = state.current_estimate - step
+      estimate = state.current_estimate - state.learning_rate * (
+          below - state.target_quantile)
     return state._replace(current_estimate=estimate)
 
 

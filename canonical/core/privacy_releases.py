@@ -39,6 +39,13 @@ def combined_noise_multiplier(noise_multipliers):
   return math.fsum(z**-2 for z in values)**-0.5
 
 
+def remaining_noise_multiplier(total, other):
+  """The multiplier a release may have so that, composed with one of
+  multiplier `other` in the same round, the round's is `total` (the inverse
+  of `combined_noise_multiplier`; needs `other > total`)."""
+  return (total**-2 - other**-2)**-0.5
+
+
 def check_noise_multiplier(noise_multiplier):
   """A finite number >= 0; 0 means no noise (epsilon is inf)."""
   if isinstance(noise_multiplier, bool) or not isinstance(

@@ -107,6 +107,17 @@ def add_gaussian_noise(aggregate, stddev, seed):
   return tf.cast(noised, aggregate.dtype)
 
 
+def geometric_quantile_step(estimate, fraction_below, target_quantile,
+                            learning_rate):
+  """Andrew et al.'s step of a quantile estimate (an adaptive clip):
+  `estimate * exp(-learning_rate * (fraction_below - target_quantile))`.
+  The one rule of every adaptive clip and quantile estimate here (this
+  stage, TFF's `DifferentiallyPrivateFactory.gaussian_adaptive` and
+  `PrivateQuantileEstimationProcess`); each keeps its own bounds."""
+  return estimate * tf.math.exp(
+      -learning_rate * (fraction_below - target_quantile))
+
+
 def _noised_sum(values, decode_params, stddev_key, seed_key):
   """Adds the stage's noise to `values`, seeded by the params and its bits.
 
@@ -370,8 +381,9 @@ class AdaptiveL2ClippingEncodingStage(
       fraction = tf.where(clients > 0,
                           below / tf.maximum(clients, 1.0),
                           self._target_quantile)
-    step = tf.exp(-self._learning_rate * (fraction - self._target_quantile))
-    new_clip = tf.clip_by_value(clip * step, MIN_ADAPTIVE_CLIP,
+    new_clip = tf.clip_by_value(
+        geometric_quantile_step(clip, fraction, self._target_quantile,
+                                self._learning_rate), MIN_ADAPTIVE_CLIP,
                                 MAX_ADAPTIVE_CLIP)
     return {self.CLIP_NORM_STATE_KEY: new_clip,
             self.ROUND_STATE_KEY: round_number + 1}
