@@ -8,6 +8,8 @@ registers with `canonical._lazy.register_old_paths`. The guard finds:
 - an edge that breaks the layering: `encoders` (tensor_encoding's API) takes
   only the root error from `canonical`; `canonical` imports neither
   `beam_runner` nor `pipelines`; `beam_runner` does not import `pipelines`;
+  a module private to a public home (the type classes' modules) is imported
+  from its home;
 - an edge to nothing: a project module that does not exist, or a name its
   module neither defines, imports nor declares;
 - an edge hidden from tools: `importlib.import_module` / `__import__` of a
@@ -28,6 +30,14 @@ PACKAGES = ('canonical', 'beam_runner', 'encoders', 'pipelines')
 FORBIDDEN = {'canonical': ('beam_runner', 'pipelines'),
              'beam_runner': ('pipelines',)}
 ONLY = {'encoders': {'canonical': ('canonical.errors',)}}
+# Modules only their public home (and each other) import: the type classes
+# are handed their conversions and texts when `canonical.core.types` loads.
+PRIVATE = {
+    'canonical.core.types': (
+        'canonical.core.type_base', 'canonical.core.struct_types',
+        'canonical.core.leaf_types', 'canonical.core.federated_types',
+        'canonical.core.type_conversions', 'canonical.core.type_texts'),
+}
 # Where a computed module name is the point: the mechanism itself, and the
 # command lines that import the module a user names.
 DYNAMIC_IMPORTS = ('canonical/_lazy.py', 'canonical/__main__.py',
@@ -176,6 +186,15 @@ def _top_level_names(tree):
   return names
 
 
+def _private_problem(edge):
+  for home, private in PRIVATE.items():
+    if (edge.module in private and edge.importer != home and
+        edge.importer not in private):
+      return (f'{edge.where}: {edge.importer} imports {edge.module} '
+              f'({edge.kind}): import it from {home}.')
+  return None
+
+
 def _layering_problem(edge):
   importer = edge.importer.split('.')[0]
   target = edge.module
@@ -224,9 +243,9 @@ def problems(root):
       if edge.name and tree_index.path_of(f'{edge.module}.{edge.name}'):
         edge = dataclasses.replace(  # `from package import submodule`.
             edge, module=f'{edge.module}.{edge.name}', name='')
-      layering = _layering_problem(edge)
-      if layering:
-        found.append(layering)
+      for problem in (_layering_problem(edge), _private_problem(edge)):
+        if problem:
+          found.append(problem)
       if tree_index.path_of(edge.module) is None:
         found.append(f'{edge.where}: {edge.importer} imports {edge.module} '
                      f'({edge.kind}), which does not exist.')

@@ -23,11 +23,12 @@ class _HandedOver:
   __slots__ = ()
 
   def __getattr__(self, name):
-    # Not handed over yet: a class's own module was imported first and
-    # nothing above it (pickle does so, loading a type). The public module
-    # imports them all; not at the top, since it imports this module.
-    from canonical.core import types  # pylint: disable=g-import-not-at-top,unused-import
-    return object.__getattribute__(self, name)
+    # Not handed over: a class's module was imported without the public
+    # one (scripts/import_guard.py keeps the project on `types`; a pickled
+    # type names `types`, which imports them all).
+    raise AttributeError(
+        f'{name} is not handed over yet: import canonical.core.types, the '
+        'public home of the type classes.')
 
 
 class _Conversions(_HandedOver):

@@ -95,3 +95,13 @@ from canonical.core.type_conversions import to_member
 from canonical.core.type_conversions import to_type
 # Importing the texts hands `Type` its texts (`compact_representation`).
 from canonical.core import type_texts
+
+# Each class is pickled (and shown) by this public home, as before the
+# split: loading one imports this module, which completes the hand-over.
+for _class in (AbstractType, ArrayShape, FederatedType, FunctionType,
+               Placement, PlacementType, SequenceType, StructType,
+               StructWithPythonType, TensorType, Type, TypeNotAssignableError,
+               TypeRelation, TypesNotEquivalentError, TypesNotIdenticalError,
+               UnexpectedTypeError):
+  _class.__module__ = __name__
+del _class

@@ -51,6 +51,9 @@ def test_it_finds_each_kind_of_problem(tmp_path):
       'canonical/errors.py': 'class Error(Exception): pass\n',
       'canonical/form.py': 'import beam_runner.x\n',
       'canonical/core/__init__.py': 'real = 1\n',
+      'canonical/core/types.py': 'from canonical.core.leaf_types import T\n',
+      'canonical/core/leaf_types.py': 'T = 1\n',
+      'canonical/compiler.py': 'from canonical.core.leaf_types import T\n',
       'beam_runner/__init__.py': '',
       'beam_runner/x.py': 'from pipelines import job\n',
       'encoders/__init__.py': 'from canonical import errors\n'
@@ -71,4 +74,8 @@ def test_it_finds_each_kind_of_problem(tmp_path):
           'encoders may import only canonical.errors') in found
   assert 'encoders/__init__.py:1' not in found
   assert 'pipelines/job.py:3: import_module of a computed name' in found
-  assert len(found.splitlines()) == 6, found
+  assert ('canonical/compiler.py:1: canonical.compiler imports '
+          'canonical.core.leaf_types (import): import it from '
+          'canonical.core.types.') in found
+  assert 'canonical/core/types.py' not in found
+  assert len(found.splitlines()) == 7, found
