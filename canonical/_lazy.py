@@ -34,15 +34,16 @@ def declared(namespace, load_all=False, fallback=None):
   """`(__getattr__, __dir__)` for the module whose globals are `namespace`,
   serving the names its `if TYPE_CHECKING:` block imports. `load_all`: the
   first use of any of them imports all their homes, in order."""
-  return _getattr_and_dir(namespace, _declarations(namespace['__file__']),
-                          load_all, fallback)
+  spec = namespace['__spec__']  # Its name, also when run as __main__.
+  return _getattr_and_dir(
+      namespace, _declarations(spec.loader.get_source(spec.name), spec.name),
+      load_all, fallback)
 
 
-def _declarations(path):
+def _declarations(source, path):
   """`{name: (home module, name there)}` of the `from X import a as b`
   statements under the module's `if TYPE_CHECKING:`, in order."""
-  with open(path, encoding='utf-8') as f:
-    tree = ast.parse(f.read(), path)
+  tree = ast.parse(source, path)
   for node in tree.body:
     if isinstance(node, ast.If) and _is_type_checking(node.test):
       names = {}

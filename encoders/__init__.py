@@ -4,6 +4,19 @@
 names tensor_encoding users know.
 """
 
-from encoders import core
-from encoders import encoders
-from encoders import stages
+
+
+def __getattr__(name):
+  """`te.core`, `te.encoders` and `te.stages`, imported on first use, so
+  that `encoders.errors` (which every layer above imports) imports no
+  TensorFlow."""
+  if name == 'core':
+    import encoders.core as core  # pylint: disable=g-import-not-at-top
+    return core
+  if name == 'encoders':
+    import encoders.encoders as encoders  # pylint: disable=g-import-not-at-top
+    return encoders
+  if name == 'stages':
+    import encoders.stages as stages  # pylint: disable=g-import-not-at-top
+    return stages
+  raise AttributeError(f'module {__name__!r} has no attribute {name!r}')

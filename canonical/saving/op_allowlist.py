@@ -21,13 +21,14 @@ change is read before the table is rewritten.
 """
 
 import functools
+import importlib.resources
 import os
 
 # The allowed op names, one per line: written from the rules below by
 # `python -m canonical.saving.op_allowlist`, read by the loader and by the
 # TensorFlow-free reader alike.
-TABLE = os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                     'allowed_ops.txt')
+TABLE_NAME = 'allowed_ops.txt'  # Package data, beside this module.
+TABLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), TABLE_NAME)
 _TABLE_HEADER = ('# The ops a loaded form may hold by default (op_allowlist.py '
                  'says why).\n# Written by python -m '
                  'canonical.saving.op_allowlist; do not edit.\n')
@@ -104,9 +105,10 @@ def _library_of(op_class):
 def default_allowed_ops():
   """The op names a form may hold by default: the table `allowed_ops.txt`,
   which the loader and the TensorFlow-free reader both read."""
-  with open(TABLE, encoding='utf-8') as f:
-    return frozenset(line.strip() for line in f
-                     if line.strip() and not line.startswith('#'))
+  text = importlib.resources.files(__package__).joinpath(
+      TABLE_NAME).read_text(encoding='utf-8')
+  return frozenset(line.strip() for line in text.splitlines()
+                   if line.strip() and not line.startswith('#'))
 
 
 def ops_the_rules_allow():
@@ -156,6 +158,7 @@ def refused_op(graph_def, allowed):
 
 
 def main():
+  # A developer's command: it rewrites the table in this source tree.
   with open(TABLE, 'w', encoding='utf-8') as f:
     f.write(table_text(ops_the_rules_allow()))
   print(f'wrote {os.path.relpath(TABLE)}')

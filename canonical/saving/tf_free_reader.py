@@ -18,7 +18,7 @@ loader's own checks, which name what is wrong.
 import collections
 import dataclasses
 import functools
-import os
+import importlib.resources
 
 from canonical import errors
 from canonical import io as storage_lib
@@ -28,8 +28,7 @@ from canonical.core import secure_sum_rules
 from canonical.saving import envelope
 from canonical.saving import op_allowlist
 
-SCHEMA = os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                      'form_schema.binpb')
+SCHEMA = 'form_schema.binpb'  # Package data, beside this module.
 _MAX_DEPTH = 64  # As structure_coding's check.
 # TensorFlow's names of the dtypes whose `DataType` name does not say them.
 _DTYPE_NAMES = {'DT_FLOAT': 'float32', 'DT_DOUBLE': 'float64',
@@ -82,9 +81,10 @@ def _schema():
   from google.protobuf import descriptor_pool  # pylint: disable=g-import-not-at-top
   from google.protobuf import message_factory  # pylint: disable=g-import-not-at-top
   pool = descriptor_pool.DescriptorPool()
-  with open(SCHEMA, 'rb') as f:
-    for file in descriptor_pb2.FileDescriptorSet.FromString(f.read()).file:
-      pool.Add(file)
+  schema = importlib.resources.files(__package__).joinpath(SCHEMA)
+  for file in descriptor_pb2.FileDescriptorSet.FromString(
+      schema.read_bytes()).file:
+    pool.Add(file)
   dtypes = pool.FindEnumTypeByName('tensorflow.DataType')
   names = {}
   for value in dtypes.values:
