@@ -42,6 +42,7 @@ from canonical.core import privacy_releases
 from canonical.templates import aggregation_process
 from canonical.templates import measured
 from encoders.core import seeds
+from encoders.stages import basic
 from encoders.stages import clipping
 
 
@@ -134,12 +135,11 @@ class GaussianQuery:
   def record(self, clip, value):
     """A client's record: its value clipped to L2 norm `clip` (and, when
     adaptive, whether it was at most `clip`, centred)."""
-    flat = tf.nest.flatten(value)
-    clipped, norm = tf.clip_by_global_norm(flat, clip)
-    clipped = tf.nest.pack_sequence_as(value, clipped)
+    clipped, norm = basic.clip_by_global_l2_norm(value, clip)
     if not self.adaptive:
       return clipped
-    return clipped, tf.cast(norm <= clip, tf.float32) - 0.5
+    below = tf.cast(norm <= tf.cast(clip, norm.dtype), tf.float32)
+    return clipped, below - 0.5
 
   def noised_result(self, total, state, round_seed):
     """(mean, new query state, its metrics) from the summed records."""

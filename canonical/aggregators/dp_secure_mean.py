@@ -39,6 +39,7 @@ from canonical.templates import aggregation_process
 from canonical.templates import measured
 from canonical.templates import measured_process
 from encoders.core import seeds
+from encoders.stages import basic
 from encoders.stages import clipping
 from encoders.stages import rotation as rotation_lib
 
@@ -147,7 +148,7 @@ class DPSecureMeanFactory(factory.WeightedAggregationFactory):
       flat = tf.concat([tf.reshape(tf.cast(x, tf.float32), [-1])
                         for x in tf.nest.flatten(value)], 0)
       flat = tf.where(tf.math.is_finite(flat), flat, tf.zeros_like(flat))
-      flat = flat * tf.minimum(1.0, clip / tf.maximum(tf.norm(flat), 1e-30))
+      flat, _ = basic.clip_by_l2_norm(flat, clip)
       rotated = rotation_lib.rotate(flat, rotation_seed(round_number),
                                     max_block_size)
       scaled = tf.clip_by_value(rotated, -bound, bound) / step

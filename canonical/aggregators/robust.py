@@ -28,6 +28,7 @@ from canonical import errors
 from canonical.templates import aggregation_process
 from canonical.templates import estimation_process
 from canonical.templates import measured
+from encoders.stages import basic
 
 NORM_SPEC = tf.TensorSpec([], tf.float32)
 COUNT_SPEC = tf.TensorSpec([], tf.int32)
@@ -55,9 +56,7 @@ def _constant_process(value):
 
 
 def _global_l2_norm(value):
-  squares = [tf.cast(tf.norm(x, ord=2)**2, tf.float32)
-             for x in tf.nest.flatten(value)]
-  return tf.math.sqrt(tf.reduce_sum(tf.stack(squares)))
+  return tf.cast(basic.global_l2_norm(value), tf.float32)
 
 
 def _global_l1_norm(value):
@@ -70,22 +69,10 @@ def _global_inf_norm(value):
                                  for x in tf.nest.flatten(value)]))
 
 
-def clip_by_global_l2_norm(value, clip):
-  """`(value scaled to L2 norm at most clip, its norm)`, for mixed float
-  dtypes (tf.clip_by_global_norm's rule)."""
-  norm = _global_l2_norm(value)
-
-  def scaled():
-    divisor = norm / clip
-    return tf.nest.map_structure(lambda x: x / tf.cast(divisor, x.dtype),
-                                 value)
-
-  return tf.cond(norm > clip, scaled, lambda: value), norm
-
-
 def _make_clip(value_type):
   def clip_fn(value, clipping_norm):
-    clipped, norm = clip_by_global_l2_norm(value, clipping_norm)
+    clipped, norm = basic.clip_by_global_l2_norm(value, clipping_norm)
+    norm = tf.cast(norm, tf.float32)
     return clipped, norm, tf.cast(norm > clipping_norm, tf.int32)
   return specs.tf_computation(clip_fn, value_type, NORM_SPEC)
 

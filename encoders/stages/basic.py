@@ -197,17 +197,37 @@ def wide_dtype(dtype):
   return tf.float64 if dtype == tf.float64 else tf.float32
 
 
-def clip_by_l2_norm(x, clip_norm):
-  """`(x scaled to L2 norm <= clip_norm, norm of x)`; the norm in >= float32.
-
-  A zero tensor stays zero (the factor is clip / max(norm, clip), never 0/0).
-  """
-  norm_dtype = wide_dtype(x.dtype)
-  clip_norm = tf.cast(clip_norm, norm_dtype)
+def global_l2_norm(values):
+  """The L2 norm of a structure's tensors taken as one vector: float64 if
+  one of them is, else float32 (half precision overflows a norm)."""
+  leaves = [tf.convert_to_tensor(x) for x in tf.nest.flatten(values)]
+  norm_dtype = (tf.float64 if any(x.dtype == tf.float64 for x in leaves)
+                else tf.float32)
+  if not leaves:
+    return tf.constant(0, norm_dtype)
   # l2_loss is sum(x**2) / 2 in a single pass over memory.
-  norm = tf.sqrt(2 * tf.nn.l2_loss(tf.cast(x, norm_dtype)))
-  factor = clip_norm / tf.maximum(norm, clip_norm)
-  return tf.cast(tf.cast(x, norm_dtype) * factor, x.dtype), norm
+  return tf.sqrt(tf.add_n([2 * tf.nn.l2_loss(tf.cast(x, norm_dtype))
+                           for x in leaves]))
+
+
+def clip_by_global_l2_norm(values, clip_norm):
+  """`(values scaled to global L2 norm <= clip_norm, their norm)`: the one
+  clipping every clip of the project uses (the clipping stages, TFF's
+  clipping and DP factories, the secure DP mean). Each tensor keeps its
+  dtype; the scaling is done in the norm's dtype. A zero structure stays
+  zero (the factor is clip / max(norm, clip), never 0/0)."""
+  norm = global_l2_norm(values)
+  factor = tf.cast(clip_norm, norm.dtype) / tf.maximum(
+      norm, tf.cast(clip_norm, norm.dtype))
+  clipped = tf.nest.map_structure(
+      lambda x: tf.cast(tf.cast(x, norm.dtype) * factor, x.dtype), values)
+  return clipped, norm
+
+
+def clip_by_l2_norm(x, clip_norm):
+  """`(x scaled to L2 norm <= clip_norm, norm of x)`: one tensor's
+  `clip_by_global_l2_norm`."""
+  return clip_by_global_l2_norm(tf.convert_to_tensor(x), clip_norm)
 
 
 @encoding_stage.tf_style_encoding_stage

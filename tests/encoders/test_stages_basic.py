@@ -1,5 +1,7 @@
 """Identity, flatten, cast and clipping stages."""
 
+import pathlib
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -219,6 +221,59 @@ class TestClipByNorm:
   def test_bad_clip_norm(self, clip_norm, error):
     with pytest.raises(error, match='ClipByNormEncodingStage'):
       basic.ClipByNormEncodingStage(clip_norm)
+
+
+class TestOneClipping:
+  """`clip_by_global_l2_norm` is the project's one clipping: a structure of
+  mixed float dtypes clipped as one vector, each tensor in its dtype."""
+
+  def test_structure_clipped_as_one_vector(self):
+    values = {'a': _random([3, 4], tf.float32, seed=1, scale=3.0),
+              'b': (_random([5], tf.float16, seed=2, scale=3.0),
+                    _random([], tf.float64, seed=3, scale=3.0))}
+    clipped, norm = basic.clip_by_global_l2_norm(values, 1.5)
+    flat = [tf.cast(x, tf.float64).numpy().ravel()
+            for x in tf.nest.flatten(values)]
+    expected_norm = np.linalg.norm(np.concatenate(flat))
+    assert norm.dtype == tf.float64  # One float64 tensor widens the norm.
+    np.testing.assert_allclose(norm.numpy(), expected_norm, rtol=1e-6)
+    for x, y, original in zip(tf.nest.flatten(clipped), flat,
+                              tf.nest.flatten(values)):
+      assert x.dtype == original.dtype
+      rtol = 1e-2 if x.dtype == tf.float16 else 1e-6
+      np.testing.assert_allclose(tf.cast(x, tf.float64).numpy().ravel(),
+                                 y * 1.5 / expected_norm, rtol=rtol)
+
+  def test_inside_the_ball_and_zero_unchanged(self):
+    for values in ([_random([4]), _random([2, 2], tf.float16)],
+                   [tf.zeros([3]), tf.zeros([0])], []):
+      clipped, _ = basic.clip_by_global_l2_norm(values, 100.0)
+      for x, y in zip(clipped, values):
+        np.testing.assert_array_equal(x.numpy(), y.numpy())
+
+  def test_one_tensor_is_the_stages_clip(self):
+    x = _random([40], scale=3.0)
+    clipped, norm = basic.clip_by_global_l2_norm([x], 2.0)
+    encoded = basic.ClipByNormEncodingStage(2.0).encode(x, {'clip_norm': 2.0})
+    np.testing.assert_array_equal(clipped[0].numpy(),
+                                  encoded['clipped_values'].numpy())
+    np.testing.assert_array_equal(norm.numpy(),
+                                  basic.clip_by_l2_norm(x, 2.0)[1].numpy())
+
+
+def test_the_library_clips_one_way():
+  """No clip of its own anywhere else: TensorFlow's clip ops are not
+  called by the library (norms for measurements are not clips)."""
+  root = pathlib.Path(basic.__file__).parents[2]
+  found = []
+  for package in ('encoders', 'canonical', 'beam_runner', 'pipelines'):
+    for path in (root / package).rglob('*.py'):
+      text = path.read_text()
+      for name in ('clip_by_global_norm', 'clip_by_norm(',
+                   'clip_by_average_norm'):
+        if f'tf.{name}' in text:
+          found.append(f'{path.relative_to(root)}: tf.{name}')
+  assert not found, found
 
 
 class TestClipByValue:

@@ -48,6 +48,7 @@ from canonical import errors
 from canonical.privacy import discrete_gaussian
 from canonical.templates import iterative_process
 from encoders.core import seeds
+from encoders.stages import basic
 from encoders.stages import clipping as dp_clipping
 
 # Plain TensorFlow (no Python control flow over tensors): not for AutoGraph.
@@ -156,7 +157,7 @@ class _Mechanism:
   def record(self, flat_tree):
     if self.name != CENTRAL_GAUSSIAN:
       return flat_tree
-    return tf.clip_by_global_norm([flat_tree], self.bound)[0][0]
+    return basic.clip_by_l2_norm(flat_tree, self.bound)[0]
 
   def total(self, records):
     """The SERVER sum of the clients' records (a federated value)."""
