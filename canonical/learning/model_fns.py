@@ -68,3 +68,13 @@ def optimizer_of(optimizer_fn, who):
         'function returning one or a Keras SGD, Adam, Adagrad or RMSprop, '
         f'got {type(optimizer).__name__}.')
   return optimizer
+
+
+def client_epochs_of(client_epochs, who):
+  """`client_epochs`, checked: the passes each client makes over its data."""
+  if isinstance(client_epochs, bool) or not isinstance(
+      client_epochs, int) or client_epochs < 1:
+    raise errors.InvalidValueError(
+        f'{who}: client_epochs must be a positive int, got '
+        f'{client_epochs!r}.')
+  return client_epochs

@@ -43,15 +43,17 @@ def build_weighted_fed_avg(
     model_fn, client_optimizer_fn, server_optimizer_fn=None, *,
     client_weighting=ClientWeighting.NUM_EXAMPLES, model_distributor=None,
     model_aggregator=None, metrics_aggregator=None,
-    loop_implementation=_REDUCE):
+    loop_implementation=_REDUCE, client_epochs=1):
   """FedAvg with client updates weighted by their example counts (TFF's
   default); `model_aggregator` a `WeightedAggregationFactory` (default
   `MeanFactory()`), `model_distributor` a `DistributionProcess` (default
-  the plain broadcast)."""
+  the plain broadcast). `client_epochs` (ours) is the passes each client
+  makes over its data."""
   who = 'build_weighted_fed_avg'
   metrics_aggregator = _check_common(who, metrics_aggregator,
                                      loop_implementation)
-  return _build(who, model_fn, _training(who, model_fn, client_optimizer_fn),
+  return _build(who, model_fn,
+                _training(who, model_fn, client_optimizer_fn, client_epochs),
                 server_optimizer_fn, model_aggregator, weighted=True,
                 by_examples=_by_examples(who, client_weighting),
                 model_distributor=model_distributor,
@@ -62,14 +64,15 @@ def build_unweighted_fed_avg(model_fn, client_optimizer_fn,
                              server_optimizer_fn=None, model_distributor=None,
                              model_aggregator=None,
                              metrics_aggregator=metrics.sum_then_finalize,
-                             loop_implementation=_REDUCE):
+                             loop_implementation=_REDUCE, client_epochs=1):
   """FedAvg with every client's update counting the same;
   `model_aggregator` an `UnweightedAggregationFactory` (default
-  `UnweightedMeanFactory()`)."""
+  `UnweightedMeanFactory()`); `client_epochs` as `build_weighted_fed_avg`'s."""
   who = 'build_unweighted_fed_avg'
   metrics_aggregator = _check_common(who, metrics_aggregator,
                                      loop_implementation)
-  return _build(who, model_fn, _training(who, model_fn, client_optimizer_fn),
+  return _build(who, model_fn,
+                _training(who, model_fn, client_optimizer_fn, client_epochs),
                 server_optimizer_fn, model_aggregator, weighted=False,
                 by_examples=False, model_distributor=model_distributor,
                 metrics_aggregator=metrics_aggregator)
@@ -143,16 +146,19 @@ def _by_examples(who, client_weighting):
   return client_weighting is ClientWeighting.NUM_EXAMPLES
 
 
-def _training(who, model_fn, client_optimizer_fn):
+def _training(who, model_fn, client_optimizer_fn, client_epochs):
   """Local training from a fresh client optimizer, the update initial minus
   trained weights. The optimizer's hyperparameters are the client work's
   state, except for a `FunctionalModel` given itself, whose client work
-  keeps none (TFF 0.87's `client_work=<>`)."""
+  keeps none (TFF 0.87's `client_work=<>`). TFF's users repeat each
+  client's dataset for more epochs; `client_epochs` does it in the client
+  work, weighting the client by the examples of one pass."""
   optimizer = model_fns.optimizer_of(client_optimizer_fn,
                                      f'{who}: client_optimizer_fn')
   return model_delta.training_step(
       optimizer,
-      hparams_in_state=not isinstance(model_fn, functional.FunctionalModel))
+      hparams_in_state=not isinstance(model_fn, functional.FunctionalModel),
+      epochs=model_fns.client_epochs_of(client_epochs, who))
 
 
 def _proximal_training(who, proximal_strength, client_optimizer_fn):

@@ -95,11 +95,7 @@ def build_federated_averaging_process(
                                         f'{who}: client_optimizer_fn')
   server_optimizer = model_fns.optimizer_of(server_optimizer_fn,
                                         f'{who}: server_optimizer_fn')
-  if isinstance(client_epochs, bool) or not isinstance(
-      client_epochs, int) or client_epochs < 1:
-    raise errors.InvalidValueError(
-        f'{who}: client_epochs must be a positive int, got '
-        f'{client_epochs!r}.')
+  client_epochs = model_fns.client_epochs_of(client_epochs, who)
   weights_spec = specs.plain(model.weights_spec)
   if broadcast_process is None:
     broadcast_process = broadcast.build_broadcast_process(weights_spec)

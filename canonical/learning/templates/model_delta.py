@@ -46,10 +46,12 @@ class ClientStep(NamedTuple):
   run: Callable
 
 
-def training_step(optimizer, proximal_strength=0.0, hparams_in_state=True):
+def training_step(optimizer, proximal_strength=0.0, hparams_in_state=True,
+                  epochs=1):
   """Local training from a fresh state of `optimizer` (with the work's
   hyperparameters if `hparams_in_state`); FedProx's term if
-  `proximal_strength`. The update is initial minus trained weights."""
+  `proximal_strength`; `epochs` passes over the data, weighted by the
+  examples of one. The update is initial minus trained weights."""
 
   def hparams(trainable_specs):
     return optimizer.get_hparams(optimizer.initialize(trainable_specs))
@@ -62,8 +64,9 @@ def training_step(optimizer, proximal_strength=0.0, hparams_in_state=True):
                                 tuple(weights.trainable)))
       optimizer_state = optimizer.set_hparams(fresh, hparams)
     output = client_update(
-        model, optimizer, weights, dataset, optimizer_state=optimizer_state,
-        count_batches=True, proximal_strength=proximal_strength)
+        model, optimizer, weights, dataset, epochs=epochs,
+        optimizer_state=optimizer_state, count_batches=True,
+        proximal_strength=proximal_strength)
     # TFF sends initial minus trained: the server optimizer descends it.
     update = tuple(-d for d in output.weights_delta)
     return update, output.num_examples, output.metrics
