@@ -14,18 +14,41 @@ numpy with fixed seeds and runs stages as inside a compiled form
 (`seeds.pure_randomness()`), so every check is reproducible.
 
 Reached through the package, `encoders.testing`, which re-exports its public
-names.
+names. The checks' helpers live in `_harness_subject` (running the stage,
+reporting its failures) and `_harness_values` (data and comparisons).
 """
 
-import contextlib
 import functools
-import re
 
 import numpy as np
 import tensorflow as tf
 
 from encoders.core import encoding_stage
 from encoders.core import seeds
+from encoders.testing._harness_subject import _aggregate_one
+from encoders.testing._harness_subject import _as_arguments
+from encoders.testing._harness_subject import _call_in_fresh_trace
+from encoders.testing._harness_subject import _dynamic_round_trip
+from encoders.testing._harness_subject import _shape_arg
+from encoders.testing._harness_subject import _Subject
+from encoders.testing._harness_subject import _to_numpy
+from encoders.testing._harness_subject import _traced_decode
+from encoders.testing._harness_subject import _traced_encode
+from encoders.testing._harness_values import _bias_directions
+from encoders.testing._harness_values import _case
+from encoders.testing._harness_values import _compare_round_trip
+from encoders.testing._harness_values import _default_rtol
+from encoders.testing._harness_values import _EPS
+from encoders.testing._harness_values import _expect_close
+from encoders.testing._harness_values import _expect_dict_of_tensors
+from encoders.testing._harness_values import _expect_identical
+from encoders.testing._harness_values import _expect_same_static_signature
+from encoders.testing._harness_values import _f64
+from encoders.testing._harness_values import _make_input
+from encoders.testing._harness_values import _max_abs
+from encoders.testing._harness_values import _random_like
+from encoders.testing._harness_values import _shape_key
+from encoders.testing._harness_values import _z_scores
 
 FLOAT_DTYPES = (tf.float16, tf.bfloat16, tf.float32, tf.float64)
 DEFAULT_SHAPES = ((37,), (5, 11))
@@ -39,11 +62,6 @@ SEED_KEY = 'seed'
 ALL_CHECKS = ('structure', 'round_trip', 'shape_and_dtype', 'separate_traces',
               'deterministic', 'commutes_with_sum', 'dtypes',
               'scalar_empty_dynamic', 'unbiased')
-
-_EPS = {tf.float16: 2.0**-10, tf.bfloat16: 2.0**-7, tf.float32: 2.0**-23,
-        tf.float64: 2.0**-52}
-_CLEAR_ERROR_TYPES = (ValueError, TypeError, tf.errors.InvalidArgumentError)
-_MAX_MESSAGE_CHARS = 400
 
 
 def _as_in_a_form(check):
@@ -586,334 +604,3 @@ def check_scalar_empty_dynamic(stage, dtype=tf.float32, *,
     results[key] = _compare_round_trip(subject, check, case, x, y, lossless,
                                        max_relative_error, atol)
   return results
-
-
-# ---------------------------------------------------------------------------
-# The stage under test and how it fails.
-
-
-class _Subject:
-  """A stage seen through the adaptive interface, with the harness's helpers."""
-
-  def __init__(self, stage):
-    self.adaptive = encoding_stage.as_adaptive_encoding_stage(stage)
-    wrapped = isinstance(self.adaptive,
-                         encoding_stage.NoneStateAdaptiveEncodingStage)
-    inner = self.adaptive.wrapped_stage if wrapped else stage
-    self.class_name = type(inner).__name__
-    try:
-      self.name = str(inner.name)
-    except Exception:  # pylint: disable=broad-except
-      self.name = ''  # check_structure reports the broken property.
-    self.label = f'{self.class_name} (name {self.name!r})'
-
-  def params(self):
-    return self.adaptive.get_params(self.adaptive.initial_state())
-
-  def encode(self, x, encode_params):
-    return self.adaptive.encode(x, _as_arguments(encode_params))[0]
-
-  def decode(self, encoded, decode_params, input_shape, num_summands=None):
-    shape = None
-    if self.adaptive.decode_needs_input_shape:
-      # int32 even for a scalar's empty shape (a bare [] converts to float32).
-      shape = tf.constant(list(input_shape), tf.int32)
-    return self.adaptive.decode(_as_arguments(encoded),
-                                _as_arguments(decode_params),
-                                num_summands=num_summands, shape=shape)
-
-  def fail(self, check, case, detail):
-    raise AssertionError(f'{self.label}: {check} failed for {case}: {detail}')
-
-  @contextlib.contextmanager
-  def no_error(self, check, case, doing):
-    """Turns any exception inside into an AssertionError naming the stage."""
-    try:
-      yield
-    except AssertionError:
-      raise
-    except Exception as e:  # pylint: disable=broad-except
-      self.fail(check, case, f'{doing} raised {_describe_error(e)}')
-
-  def works_or_clear_error(self, check, case, fn):
-    """`(True, result)`, or `(False, message)` for a clear rejection."""
-    try:
-      return True, fn()
-    except AssertionError:
-      raise
-    except Exception as e:  # pylint: disable=broad-except
-      if isinstance(e, _CLEAR_ERROR_TYPES) and self.named_in(str(e)):
-        return False, self.rejection_message(e)
-      self.fail(check, case, f'raised {_describe_error(e)}; expected it to '
-                'work or to raise a ValueError/TypeError whose message names '
-                f'the stage ({self.class_name!r} or {self.name!r})')
-
-  def rejection_message(self, error):
-    """The line of `error` naming the stage (AutoGraph adds a traceback)."""
-    lines = [line.strip() for line in str(error).splitlines()
-             if self.named_in(line)]
-    message = lines[-1] if lines else ''
-    prefix = f'{type(error).__name__}: '
-    return message[len(prefix):] if message.startswith(prefix) else message
-
-  def named_in(self, message):
-    # Whole words only: op names such as `name_encode/Reshape` in a raw TF
-    # error contain the stage's name but do not make the error clear.
-    for word in {self.class_name, self.name} - {''}:
-      if re.search(rf'(?<![\w/]){re.escape(word)}(?![\w/])', message):
-        return True
-    return False
-
-
-def _describe_error(e):
-  message = ' '.join(str(e).split())
-  if len(message) > _MAX_MESSAGE_CHARS:
-    # Keep both ends: AutoGraph puts the traceback first, the cause last.
-    head = _MAX_MESSAGE_CHARS // 3
-    tail = _MAX_MESSAGE_CHARS - head
-    message = f'{message[:head]} ... {message[-tail:]}'
-  return f'{type(e).__name__}: {message}'
-
-
-# ---------------------------------------------------------------------------
-# Running a stage.
-
-
-def _traced_encode(subject, x, encode_params, with_updates=False):
-  """Encodes in a fresh tf.function, params passed as arguments."""
-
-  def encode(x, params):
-    encoded, updates = subject.adaptive.encode(x, params)
-    return (encoded, updates) if with_updates else encoded
-
-  return _call_in_fresh_trace(encode, x, _as_arguments(encode_params))
-
-
-def _traced_decode(subject, encoded, decode_params, input_shape,
-                   num_summands=None, record=None):
-  """Decodes in a fresh tf.function taking only decode's own arguments."""
-
-  def decode(encoded, params, num_summands):
-    y = subject.decode(encoded, params, input_shape, num_summands)
-    if record is not None:
-      record.append(y)
-    return y
-
-  return _call_in_fresh_trace(decode, _as_arguments(encoded),
-                              _as_arguments(decode_params), num_summands)
-
-
-def _dynamic_round_trip(subject, x, record):
-  """Encodes with all input dims unknown; decodes knowing what encode knew."""
-  encode_params, decode_params = _to_numpy(subject.params())
-  params = _as_arguments(encode_params)
-  encoded_specs = []
-
-  def encode(x):
-    encoded = subject.encode(x, params)
-    encoded_specs.append({k: tf.TensorSpec(v.shape, v.dtype)
-                          for k, v in encoded.items()})
-    return encoded, tf.shape(x)
-
-  spec = tf.TensorSpec([None] * x.shape.rank, x.dtype)
-  encoded, shape = _call_in_fresh_trace(encode, x, signature=[spec])
-  needs_shape = subject.adaptive.decode_needs_input_shape
-
-  def decode(encoded, shape):
-    y = subject.adaptive.decode(encoded, _as_arguments(decode_params),
-                                shape=shape if needs_shape else None)
-    record.append(y)
-    return y
-
-  return _call_in_fresh_trace(
-      decode, encoded, shape,
-      signature=[encoded_specs[0], tf.TensorSpec([x.shape.rank], shape.dtype)])
-
-
-def _call_in_fresh_trace(fn, *args, signature=None):
-  """Traces `fn` anew (specs from `signature` or `args`), then calls it.
-
-  Through `get_concrete_function`, so these deliberate one-off traces do not
-  set off TF's warning about frequent retracing.
-  """
-  function = tf.function(fn, input_signature=signature)
-  concrete = (function.get_concrete_function() if signature is not None else
-              function.get_concrete_function(*args))
-  return concrete(*args)
-
-
-def _shape_arg(adaptive, x):
-  if not adaptive.decode_needs_input_shape:
-    return None
-  if x.shape.is_fully_defined():
-    return tf.constant(x.shape.as_list(), tf.int32)
-  return tf.shape(x)
-
-
-def _aggregate_one(stage, updates):
-  """One client's state updates, aggregated as if over a single client."""
-  modes = stage.state_update_aggregation_modes
-  return {k: (tf.expand_dims(v, 0)
-              if modes.get(k) == encoding_stage.StateAggregationMode.STACK
-              else v) for k, v in updates.items()}
-
-
-def _to_numpy(structure):
-  """Tensors become numpy arrays (what crosses the wire); Python values stay."""
-  return tf.nest.map_structure(
-      lambda v: v.numpy() if tf.is_tensor(v) else v, structure)
-
-
-def _as_arguments(structure):
-  """numpy arrays become tensors, so a tf.function takes them as inputs."""
-  def convert(v):
-    return tf.constant(v) if isinstance(v, (np.ndarray, np.generic)) else v
-
-  return tf.nest.map_structure(convert, structure)
-
-
-# ---------------------------------------------------------------------------
-# Data and comparisons.
-
-
-def _make_input(shape, dtype, rng, scale=1.5, offset=0.25):
-  dtype = tf.as_dtype(dtype)
-  if dtype not in _EPS:
-    raise ValueError(f'encoders.testing: inputs must be one of '
-                     f'{[d.name for d in FLOAT_DTYPES]}, got {dtype.name}')
-  values = rng.standard_normal(tuple(shape)) * scale + offset
-  return tf.cast(tf.constant(values, tf.float64), dtype)
-
-
-def _random_like(value, rng):
-  """Fresh random integers (or floats) of `value`'s shape and dtype."""
-  if np.issubdtype(value.dtype, np.integer):
-    high = min(np.iinfo(value.dtype).max, 2**31 - 1)
-    return rng.integers(0, high, size=value.shape).astype(value.dtype)
-  return rng.random(value.shape).astype(value.dtype)
-
-
-def _bias_directions(x, rng):
-  """Unit directions along which a shared bias shows; zero ones are dropped."""
-  flat = x.reshape(-1)
-  candidates = [('all-ones', np.ones_like(flat)), ('x', flat),
-                ('sign(x)', np.sign(flat))]
-  candidates += [(f'random-signs-{i}', rng.choice([-1.0, 1.0], flat.size))
-                 for i in range(4)]
-  return [(name, d / np.linalg.norm(d)) for name, d in candidates
-          if np.linalg.norm(d) > 0]
-
-
-def _z_scores(mean, spread, num_trials, atol):
-  """|mean| in standard errors; zero where |mean| <= atol, inf if no spread."""
-  stderr = spread / np.sqrt(num_trials)
-  with np.errstate(divide='ignore', invalid='ignore'):
-    z = np.where(stderr > 0, np.abs(mean) / stderr, np.inf)
-  return np.where(np.abs(mean) <= atol, 0.0, z)
-
-
-def _compare_round_trip(subject, check, case, x, y, lossless,
-                        max_relative_error, atol):
-  """Checks a decoded value against its input; returns the relative L2 error."""
-  _expect_same_static_signature(subject, check, case, x, y, 'decoded value')
-  x64, y64 = _f64(x), _f64(y)
-  if y64.shape != x64.shape:
-    subject.fail(check, case, f'decoded shape {y64.shape} != input shape '
-                 f'{x64.shape}')
-  bad = ~np.isfinite(y64)
-  if bad.any():
-    index = tuple(int(i) for i in np.argwhere(bad)[0])
-    subject.fail(check, case, f'decoded value is not finite at {index}: '
-                 f'{y64[index]} (input {x64[index]})')
-  norm = np.linalg.norm(x64)
-  error = np.linalg.norm(y64 - x64)
-  relative = float(error / norm) if norm > 0 else float(error)
-  if lossless:
-    _expect_close(subject, check, case, y64, x64, atol, 'decoded', 'input',
-                  claim='claimed lossless but ')
-  if max_relative_error is not None and relative > max_relative_error:
-    subject.fail(check, case, f'relative L2 error {relative:.4g} exceeds '
-                 f'max_relative_error {max_relative_error:.4g}')
-  return relative
-
-
-def _expect_same_static_signature(subject, check, case, x, y, where):
-  if not tf.is_tensor(y) and not isinstance(y, np.ndarray):
-    subject.fail(check, case, f'{where}: decode returned '
-                 f'{type(y).__name__}, not a tensor')
-  y_dtype = tf.as_dtype(y.dtype)
-  if y_dtype != x.dtype:
-    subject.fail(check, case, f'{where}: decode returned dtype {y_dtype.name} '
-                 f'for a {x.dtype.name} input')
-  y_shape = tf.TensorShape(y.shape)
-  if y_shape != x.shape:
-    subject.fail(check, case, f'{where}: decode returned static shape '
-                 f'{y_shape} for an input of shape {x.shape}')
-
-
-def _expect_dict_of_tensors(subject, check, case, what, value):
-  if not isinstance(value, dict):
-    subject.fail(check, case, f'{what} must return a dict, got '
-                 f'{type(value).__name__}')
-  for key, v in value.items():
-    if not isinstance(key, str) or not tf.is_tensor(v):
-      subject.fail(check, case, f'{what} must return a dict of str -> tensor; '
-                   f'key {key!r} holds {type(v).__name__}')
-
-
-def _expect_identical(subject, check, case, a, b, what):
-  """Bitwise equality: same dtype, shape and bytes."""
-  a, b = np.asarray(a), np.asarray(b)
-  if a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes():
-    return
-  if a.dtype != b.dtype or a.shape != b.shape:
-    subject.fail(check, case,
-                 f'{what}: {a.dtype}{a.shape} vs {b.dtype}{b.shape}')
-  if a.dtype.kind in 'biu':
-    differ = np.argwhere(a != b)
-  else:
-    a64, b64 = _f64(a), _f64(b)
-    differ = np.argwhere(~((a64 == b64) | (np.isnan(a64) & np.isnan(b64))))
-  if not differ.size:
-    subject.fail(check, case, f'{what}: equal values with different bits '
-                 '(signed zeros or NaN payloads)')
-  index = tuple(int(i) for i in differ[0])
-  subject.fail(check, case, f'{what}: first difference at {index}: '
-               f'{_show(a[index])} vs {_show(b[index])}')
-
-
-def _expect_close(subject, check, case, got, expected, tolerance, got_name,
-                  expected_name, claim=''):
-  diff = np.abs(got - expected)
-  over = diff > tolerance
-  if over.any():
-    index = tuple(int(i) for i in np.argwhere(over)[0])
-    subject.fail(check, case, f'{claim}{got_name} and {expected_name} differ '
-                 f'by up to {diff.max():.4g} (tolerance {tolerance:.4g}); '
-                 f'first at {index}: {_show(got[index])} vs '
-                 f'{_show(expected[index])}')
-
-
-def _show(value):
-  value = np.asarray(value)
-  return str(int(value)) if value.dtype.kind in 'biu' else f'{float(value):.9g}'
-
-
-def _f64(value):
-  return np.asarray(value).astype(np.float64)
-
-
-def _max_abs(a):
-  return float(np.max(np.abs(a))) if np.size(a) else 0.0
-
-
-def _default_rtol(dtype):
-  return max(1e-5, 16 * _EPS[tf.as_dtype(dtype)])
-
-
-def _case(shape, dtype):
-  return f'{tf.as_dtype(dtype).name} input of shape {tuple(shape)}'
-
-
-def _shape_key(shape):
-  return 'x'.join(str(d) for d in shape) if shape else 'scalar'
