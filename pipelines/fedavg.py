@@ -10,8 +10,9 @@
         --runner DaskRunner --dask_client_address tcp://HOST:8786
 
 Steps: partition the dataset into per-client TFRecord shards (a Beam pipeline,
-reused when it exists), build the federated averaging process with the chosen
-encoders, compile it to a canonical form and save it, run its rounds on Beam,
+reused when it exists), build TFF's federated averaging process
+(`tff.learning.algorithms`) with the aggregator and broadcast the flags choose,
+compile it to a canonical form and save it, run its rounds on Beam,
 evaluating the server model on the test set after each round. Prints the
 compression tutorial's line per round (with the time left); writes
 TensorBoard logs, `summary.json` and a PNG of test accuracy against bits.
@@ -324,7 +325,7 @@ def build_parser(prog='python -m pipelines.fedavg'):
                      default=defaults.clients_per_round)
   train.add_argument('--epochs', type=int, default=None,
                      help='local epochs per round (default: 3 for digits, 1 '
-                     'otherwise)')
+                     'otherwise and with --tff-aggregator)')
   train.add_argument('--batch-size', type=int, default=defaults.batch_size)
   train.add_argument('--client-lr', type=float, default=None,
                      help='client SGD learning rate (default: 0.3 for digits, '
@@ -351,9 +352,9 @@ def build_parser(prog='python -m pipelines.fedavg'):
                         'otherwise)')
   compress.add_argument(
       '--tff-aggregator', choices=sorted(TFF_AGGREGATORS), default=None,
-      help='build TFF 0.87\'s build_weighted_fed_avg with this model '
-      'aggregator (tff.learning.compression_aggregator(), ...) instead of '
-      'our builder and its encoder flags; dp: build_unweighted_fed_avg with '
+      help='TFF 0.87\'s model aggregator for its build_weighted_fed_avg '
+      '(tff.learning.compression_aggregator(), ...) instead of the one our '
+      'encoder, secure and DP flags name; dp: build_unweighted_fed_avg with '
       'tff.learning.dp_aggregator(--noise-multiplier, --clients-per-round), '
       'epsilon reported each round')
   compress.add_argument('--error-feedback', action='store_true',

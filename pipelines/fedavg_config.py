@@ -62,9 +62,9 @@ class Config:
   aggregation_encoder: str = 'none'
   threshold: int = None  # None: the dataset's default (_DATASET_DEFAULTS).
   error_feedback: bool = False
-  # None: our FedAvg builder (encoders, error feedback, secure sums, DP as
-  # flags). A name: TFF 0.87's build_weighted_fed_avg with that
-  # tff.learning / tff.aggregators model aggregator (TFF_AGGREGATORS); dp:
+  # None: the model aggregator our flags name (encoders, error feedback,
+  # secure sums, DP). A name: that tff.learning / tff.aggregators model
+  # aggregator (TFF_AGGREGATORS) in TFF 0.87's build_weighted_fed_avg; dp:
   # build_unweighted_fed_avg with tff.learning.dp_aggregator.
   tff_aggregator: str = None
   # With secure:BITS: None (every pair of clients masks), 'auto' or an even k
@@ -146,13 +146,9 @@ class Config:
         ('--noise-multiplier', self.private and self.tff_aggregator != 'dp'),
         ('--adaptive-clip', self.adaptive_clip)) if used]
     if ours:
-      raise ConfigError(f'--tff-aggregator builds TFF\'s FedAvg, which takes '
-                        f'its compression from the aggregator; drop '
-                        f'{", ".join(ours)} (our builder\'s flags).')
-    if self.epochs != 1:
-      raise ConfigError('--tff-aggregator builds TFF\'s FedAvg, one pass over '
-                        f'each client\'s data a round; --epochs is '
-                        f'{self.epochs}.')
+      raise ConfigError(f'--tff-aggregator names one of TFF\'s model '
+                        f'aggregators, which compress and noise as they '
+                        f'do; drop {", ".join(ours)} (they choose ours).')
 
   def _check_secure_neighbors(self):
     if self.secure_neighbors is None:
@@ -235,4 +231,7 @@ class Config:
       fields.pop('secure_neighbors')
     if self.tff_aggregator is None:  # As runs recorded before it existed.
       fields.pop('tff_aggregator')
+      # Runs before issue 37 kept the older builder's state, which TFF's
+      # FedAvg cannot resume: they are another experiment now.
+      fields['fed_avg_builder'] = 'tff.learning.algorithms'
     return fields

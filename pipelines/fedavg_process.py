@@ -1,7 +1,8 @@
 """The main job's model and process: the model its flags name, checked
-against the data; the federated averaging process they build (our builder
-with encoders, secure sums or DP, or TFF's FedAvg with one of TFF's model
-aggregators); the evaluator of the server model on the test set."""
+against the data; the federated averaging process they build (TFF's FedAvg
+with the factory and distributor the flags name: encoders, error feedback,
+secure sums, DP, or one of TFF's model aggregators); the evaluator of the
+server model on the test set."""
 
 import functools
 import logging
@@ -36,64 +37,12 @@ def model_for(config, image_shape, num_classes):
 
 
 def build_process(config, model, noise_seed=None):
-  """The federated averaging process with the config's encoders (DP runs:
-  the noise from `noise_seed`, a secret one drawn now if None), or TFF's
-  with the config's TFF aggregator."""
-  if config.tff_aggregator is not None:
-    return _tff_process(config, model, noise_seed)
-  from canonical import learning  # pylint: disable=g-import-not-at-top
-  from canonical.learning import algorithms  # pylint: disable=g-import-not-at-top
-  from canonical.learning import framework  # pylint: disable=g-import-not-at-top
-  weights = model.weights_spec
-  for flag, text, specs in (
-      ('--broadcast-encoder', config.broadcast_encoder,
-       weights.trainable + weights.non_trainable),
-      ('--aggregation-encoder', config.aggregation_encoder,
-       weights.trainable)):
-    warning = encoder_choice.encodes_nothing(flag, text, specs,
-                                             config.threshold)
-    if warning:
-      _log.warning(warning)
-  broadcast_process = aggregation_process = None
-  if not encoder_choice.is_identity(config.broadcast_encoder):
-    broadcast_process = framework.build_encoded_broadcast_process_from_model(
-        model, encoder_choice.encoder_fn(config.broadcast_encoder, 'broadcast',
-                                         config.threshold, config.seed))
-  secure_bits = encoder_choice.secure_bits(config.aggregation_encoder)
-  if config.private and secure_bits is not None:
-    aggregation_process = framework.build_dp_secure_mean_process_from_model(
-        model, noise_multiplier=config.noise_multiplier, clip=config.clip,
-        expected_clients=config.clients_per_round, bits=secure_bits,
-        seed=noise_seed)
-  elif config.private:
-    aggregation_process = framework.build_dp_mean_process_from_model(
-        model, noise_multiplier=config.noise_multiplier, clip=config.clip,
-        expected_clients=config.clients_per_round,
-        adaptive=config.adaptive_clip, seed=noise_seed)
-  elif secure_bits is not None:
-    aggregation_process = framework.build_secure_mean_process_from_model(
-        model, bits=secure_bits, seed=config.seed)
-  elif not encoder_choice.is_identity(config.aggregation_encoder):
-    aggregation_process = framework.build_encoded_mean_process_from_model(
-        model, encoder_choice.encoder_fn(config.aggregation_encoder,
-                                         'aggregation', config.threshold,
-                                         config.seed),
-        error_feedback=config.error_feedback)
-  if config.server_optimizer == 'adam':
-    server_optimizer = learning.adam(config.server_lr)
-  else:
-    server_optimizer = learning.sgd(config.server_lr, config.server_momentum)
-  return algorithms.build_federated_averaging_process(
-      model, client_optimizer_fn=lambda: learning.sgd(config.client_lr),
-      server_optimizer_fn=lambda: server_optimizer,
-      broadcast_process=broadcast_process,
-      aggregation_process=aggregation_process, client_epochs=config.epochs)
-
-
-def _tff_process(config, model, noise_seed=None):
-  """TFF 0.87's `build_weighted_fed_avg` with the config's aggregator; for
-  dp, `build_unweighted_fed_avg` with `dp_aggregator` (DP's mean counts each
-  client once), its noise from `noise_seed`."""
+  """TFF 0.87's federated averaging (`tff.learning.algorithms`) with the
+  config's model aggregator and distributor: `build_weighted_fed_avg`, or
+  for `--tff-aggregator dp` `build_unweighted_fed_avg` with TFF's
+  `dp_aggregator`, each client making `config.epochs` passes (our
+  `client_epochs`). DP noise comes from `noise_seed` (a secret one drawn
+  now if None)."""
   from canonical import learning  # pylint: disable=g-import-not-at-top
   from canonical.learning import algorithms  # pylint: disable=g-import-not-at-top
   tff_optimizers = learning.optimizers
@@ -109,16 +58,71 @@ def _tff_process(config, model, noise_seed=None):
         server_optimizer_fn=server_optimizer,
         model_aggregator=learning.dp_aggregator(
             config.noise_multiplier, config.clients_per_round,
-            seed=noise_seed))
+            seed=noise_seed),
+        client_epochs=config.epochs)
   return algorithms.build_weighted_fed_avg(
       model, client_optimizer_fn=client_optimizer,
       server_optimizer_fn=server_optimizer,
-      model_aggregator=tff_aggregator(config.tff_aggregator)())
+      model_distributor=_model_distributor(config, model),
+      model_aggregator=_model_aggregator(config, model, noise_seed),
+      client_epochs=config.epochs)
+
+
+def _model_distributor(config, model):
+  """The broadcast encoder's `DistributionProcess`; None: TFF's plain one."""
+  if encoder_choice.is_identity(config.broadcast_encoder):
+    return None
+  _warn_if_encodes_nothing('--broadcast-encoder', config.broadcast_encoder,
+                           model.weights_spec.trainable +
+                           model.weights_spec.non_trainable, config)
+  from canonical.learning import templates  # pylint: disable=g-import-not-at-top
+  return templates.build_encoded_broadcast_process(
+      model.weights_spec, encoder_choice.encoder_fn(
+          config.broadcast_encoder, 'broadcast', config.threshold,
+          config.seed))
+
+
+def _model_aggregator(config, model, noise_seed):
+  """The weighted factory the flags name: TFF's (`--tff-aggregator`), the
+  DP mean (through secure sums with `secure:BITS`), the secure mean, the
+  encoded mean (with error feedback) or the plain mean."""
+  from canonical import aggregators  # pylint: disable=g-import-not-at-top
+  if config.tff_aggregator is not None:
+    return tff_aggregator(config.tff_aggregator)()
+  secure_bits = encoder_choice.secure_bits(config.aggregation_encoder)
+  if config.private and secure_bits is not None:
+    return aggregators.DPSecureMeanFactory(
+        config.noise_multiplier, config.clip, config.clients_per_round,
+        bits=secure_bits, seed=noise_seed)
+  if config.private:
+    return aggregators.DPMeanFactory(
+        config.noise_multiplier, config.clip, config.clients_per_round,
+        adaptive=config.adaptive_clip, seed=noise_seed)
+  if secure_bits is not None:
+    return aggregators.SecureMeanFactory(bits=secure_bits, seed=config.seed)
+  inner = None
+  if not encoder_choice.is_identity(config.aggregation_encoder):
+    _warn_if_encodes_nothing('--aggregation-encoder',
+                             config.aggregation_encoder,
+                             model.weights_spec.trainable, config)
+    inner = aggregators.EncodedSumFactory(
+        encoder_choice.encoder_fn(config.aggregation_encoder, 'aggregation',
+                                  config.threshold, config.seed),
+        error_feedback=config.error_feedback)
+  # no_nan_division: a round whose every update was dropped moves nothing.
+  return aggregators.MeanFactory(inner, no_nan_division=True)
+
+
+def _warn_if_encodes_nothing(flag, text, specs, config):
+  warning = encoder_choice.encodes_nothing(flag, text, specs,
+                                           config.threshold)
+  if warning:
+    _log.warning(warning)
 
 
 def tff_aggregator(name):
   """The factory builder a weighted --tff-aggregator NAME names (dp's
-  takes the noise: `_tff_process`)."""
+  takes the noise: `build_process`)."""
   from canonical import aggregators  # pylint: disable=g-import-not-at-top
   from canonical import learning  # pylint: disable=g-import-not-at-top
   return {'mean': aggregators.MeanFactory,
@@ -139,9 +143,8 @@ def make_evaluator(model, test_x, test_y, batch_size=500):
     return model.mean_metrics(learning.evaluate(model, weights, dataset))
 
   def evaluate(state):
-    # The first field of the form's state holds the model's ModelWeights
-    # (trainable, non_trainable): ServerState's and TFF's
-    # LearningAlgorithmState's alike.
+    # The first field of the form's state (TFF's LearningAlgorithmState)
+    # holds the model's ModelWeights (trainable, non_trainable).
     weights = state[0]
     means = metric_sums(tuple(weights[0]), tuple(weights[1]), test)
     return {'loss': float(means['loss']), 'accuracy': float(means['accuracy'])}

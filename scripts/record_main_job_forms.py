@@ -1,5 +1,6 @@
 """Saves the main job's forms for a set of flag combinations, as its code
-builds them now, to tests/data/main_job_forms/NAME.pb.
+builds them now, to tests/data/main_job_forms_tff/NAME.pb (the forms from
+before the main job ran TFF's FedAvg stay in tests/data/main_job_forms/).
 
 tests/pipelines/test_main_job_forms.py runs each saved form and the form
 today's code builds from the same flags, round by round on one machine, and
@@ -23,7 +24,7 @@ import canonical  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 
 def main(names):
-  os.makedirs(main_job_flags.DATA, exist_ok=True)
+  os.makedirs(main_job_flags.AFTER, exist_ok=True)
   for name in names or main_job_flags.FLAGS:
     form = canonical.compile(main_job_flags.process(name))
     path = canonical.save(form, main_job_flags.form_path(name))

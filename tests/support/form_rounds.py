@@ -7,9 +7,9 @@ import tensorflow as tf
 import canonical as cf
 
 
-def run_rounds(form, clients, rounds=2):
-  """Every leaf of each round's results (state, metrics and, with client
-  state, the clients' new states), flattened to numpy arrays."""
+def round_outputs(form, clients, rounds=2):
+  """Each round's `run_round` output: (state, metrics) and, with client
+  state, the clients' new states."""
   state, client_states, results = form.initialize(), None, []
   for _ in range(rounds):
     kwargs = dict(merge_seed=1)
@@ -22,4 +22,11 @@ def run_rounds(form, clients, rounds=2):
     if form.has_client_state:
       client_states = out[2]
     results.append(out)
-  return [np.asarray(x) for x in tf.nest.flatten(results)]
+  return results
+
+
+def run_rounds(form, clients, rounds=2):
+  """Every leaf of each round's results (state, metrics and, with client
+  state, the clients' new states), flattened to numpy arrays."""
+  return [np.asarray(x) for x in tf.nest.flatten(
+      round_outputs(form, clients, rounds))]

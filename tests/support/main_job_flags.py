@@ -1,6 +1,8 @@
-"""The main job's flag combinations whose forms were saved before the one
-aggregation stack (scripts/record_main_job_forms.py), and how a test builds
-and runs today's process for one of them.
+"""The main job's flag combinations whose forms are recorded
+(scripts/record_main_job_forms.py), and how a test builds and runs today's
+process for one of them. Two records: BEFORE, the forms of commit feb7b67
+(the older FedAvg builder, before issue 37 moved the main job onto TFF's
+FedAvg), kept as history; AFTER, the forms since, which the script rewrites.
 
 Every combination runs `small_8x8` on 8x8 images of 10 classes (the digits'
 shape); each aggregation the main job offers appears once: none, 8-bit both
@@ -15,8 +17,10 @@ import tensorflow as tf
 
 from pipelines import fedavg
 
-DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
-    __file__))), 'data', 'main_job_forms')
+_DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
+    __file__))), 'data')
+BEFORE = os.path.join(_DATA, 'main_job_forms')
+AFTER = os.path.join(_DATA, 'main_job_forms_tff')
 NOISE_SEED = 20261129  # A DP run's secret seed, fixed for the record.
 
 FLAGS = {
@@ -51,8 +55,8 @@ def process(name):
   return fedavg.build_process(cfg, model, noise_seed=NOISE_SEED)
 
 
-def form_path(name):
-  return os.path.join(DATA, f'{name}.pb')
+def form_path(name, record=AFTER):
+  return os.path.join(record, f'{name}.pb')
 
 
 def clients():
