@@ -157,7 +157,18 @@ class DPMeanFactory(factory.WeightedAggregationFactory):
 
     process = aggregation_process.AggregationProcess(init_fn, next_fn)
     process.noise_multiplier = release.noise_multiplier
+    process.encoders = measured_process.treatments(value_spec, 32,
+                                                   self._description())
     return process
+
+  def _description(self):
+    clip = self._clip
+    clipping_text = (f'adaptive L2 clip (from {clip:g}, to the '
+                     f'{self._target_quantile:g} quantile)' if self._adaptive
+                     else f'L2 clip {clip:g}')
+    return (f'DP: whole update to {clipping_text}, Gaussian noise '
+            f'z={self._noise_multiplier:g} once on the sum, unweighted mean '
+            f'over {self._expected_clients:g} expected clients')
 
 
 def build_dp_mean_process(value_spec, noise_multiplier, clip,
@@ -169,14 +180,7 @@ def build_dp_mean_process(value_spec, noise_multiplier, clip,
   `build_federated_averaging_process`: `next(state, value, weight) ->
   (state, mean)`, with the round's `noise_multiplier` for accounting."""
   value_spec = specs.check_value_spec(value_spec, 'build_dp_mean_process')
-  clipping_text = (f'adaptive L2 clip (from {clip:g}, to the '
-                   f'{target_quantile:g} quantile)' if adaptive else
-                   f'L2 clip {clip:g}')
-  description = (f'DP: whole update to {clipping_text}, Gaussian noise '
-                 f'z={noise_multiplier:g} once on the sum, unweighted mean '
-                 f'over {expected_clients:g} expected clients')
   return mean_lib.older_block(
       DPMeanFactory(noise_multiplier, clip, expected_clients, adaptive,
                     target_quantile, learning_rate, indicator_stddev, seed),
-      value_spec, tuple(measured_process.Treatment(spec, 32, description)
-                        for spec in tf.nest.flatten(value_spec)), 'dp_mean')
+      value_spec, 'dp_mean')

@@ -207,6 +207,8 @@ class DPSecureMeanFactory(factory.WeightedAggregationFactory):
         f'sensitivity {delta:.4g}), Gaussian noise z={noise_multiplier:g} once '
         f'on the decoded sum, unweighted mean over {expected_clients:g} '
         'expected clients')
+    process.encoders = measured_process.treatments(value_spec, bits,
+                                                   process.description)
     return process
 
 
@@ -223,6 +225,4 @@ def build_dp_secure_mean_process(value_spec, noise_multiplier, clip,
   return mean_lib.older_block(
       DPSecureMeanFactory(noise_multiplier, clip, expected_clients, bits,
                           range_stddevs, tries, seed, max_block_size),
-      value_spec, lambda process: tuple(
-          measured_process.Treatment(spec, bits, process.description)
-          for spec in tf.nest.flatten(value_spec)), 'dp_secure_mean')
+      value_spec, 'dp_secure_mean')

@@ -31,12 +31,9 @@ federated_computation = computations.federated_computation
 ACCOUNTING = ('noise_multiplier', 'clip', 'sensitivity')
 
 
-def older_block(factory, value_spec, encoders, name):
-  """The older `MeasuredProcess` running `factory`'s weighted process.
-
-  `encoders` is what the block applies to each tensor, for the form's
-  summary (encoders, or `Treatment`s), or a function of the factory's
-  process that makes them. The process's accounting attributes
+def older_block(factory, value_spec, name):
+  """The older `MeasuredProcess` running `factory`'s weighted process. The
+  process's encoders (or `Treatment`s) and accounting attributes
   (`ACCOUNTING`), where it has them, are the block's too."""
   process = factory.create(value_spec, WEIGHT_SPEC)
 
@@ -55,7 +52,7 @@ def older_block(factory, value_spec, encoders, name):
       process.client_state_type, name=name)
   block = measured_process.MeasuredProcess(
       process.initialize, next_fn, value_spec,
-      encoders(process) if callable(encoders) else encoders,
+      measured_process.encoders_of(process),
       client_state_initializer=process.client_state_initializer, name=name)
   for attribute in ACCOUNTING:
     if hasattr(process, attribute):
@@ -69,7 +66,7 @@ def build_weighted_mean_process(value_spec):
   value_spec = specs.check_value_spec(value_spec,
                                       'build_weighted_mean_process')
   return older_block(mean_factory.MeanFactory(no_nan_division=True),
-                      value_spec, (), 'weighted_mean')
+                     value_spec, 'weighted_mean')
 
 
 def build_encoded_mean_process(value_spec, encoder_fn, error_feedback=False):
@@ -86,12 +83,13 @@ def build_encoded_mean_process(value_spec, encoder_fn, error_feedback=False):
   """
   who = 'build_encoded_mean_process'
   value_spec = specs.check_value_spec(value_spec, who)
-  encoders = encoder_fns.encoders_for(value_spec, encoder_fn,
-                                    gather_encoder.GatherEncoder, who)
+  # The encoder_fn is checked here, so that errors name this builder.
+  encoder_fns.encoders_for(value_spec, encoder_fn,
+                           gather_encoder.GatherEncoder, who)
   factory = mean_factory.MeanFactory(
       encoded_lib.EncodedSumFactory(encoder_fn,
                                     error_feedback=error_feedback),
       no_nan_division=True)
   name = ('encoded_mean_with_error_feedback' if error_feedback else
           'encoded_mean')
-  return older_block(factory, value_spec, encoders, name)
+  return older_block(factory, value_spec, name)

@@ -22,6 +22,7 @@ from canonical.core import types as ft
 from canonical import errors
 from canonical.templates import aggregation_process
 from canonical.templates import measured
+from canonical.templates import measured_process
 
 
 
@@ -116,9 +117,10 @@ class MeanFactory(factory.WeightedAggregationFactory):
                ('value', ft.clients(value_type)),
                ('weight', ft.clients(weight_type))],
         value_sum.client_state_type)
-    return aggregation_process.AggregationProcess(
-        init_fn, next_fn,
-        client_state_initializer=value_sum.client_state_initializer)
+    return measured_process.with_encoders_of(
+        value_sum, aggregation_process.AggregationProcess(
+            init_fn, next_fn,
+            client_state_initializer=value_sum.client_state_initializer))
 
 
 class UnweightedMeanFactory(factory.UnweightedAggregationFactory):
@@ -168,6 +170,7 @@ class UnweightedMeanFactory(factory.UnweightedAggregationFactory):
         step, [('state', init_fn.type_signature.result),
                ('value', ft.clients(value_type))],
         value_sum.client_state_type)
-    return aggregation_process.AggregationProcess(
-        init_fn, next_fn,
-        client_state_initializer=value_sum.client_state_initializer)
+    return measured_process.with_encoders_of(
+        value_sum, aggregation_process.AggregationProcess(
+            init_fn, next_fn,
+            client_state_initializer=value_sum.client_state_initializer))

@@ -28,6 +28,7 @@ from canonical import errors
 from canonical.templates import aggregation_process
 from canonical.templates import estimation_process
 from canonical.templates import measured
+from canonical.templates import measured_process
 from encoders.stages import basic
 
 NORM_SPEC = tf.TensorSpec([], tf.float32)
@@ -164,9 +165,10 @@ class _Bounded:
       parameters.append(('weight', ft.clients(weight_type)))
     next_fn = aggregation_process.next_computation(step, parameters,
                                                    inner.client_state_type)
-    return aggregation_process.AggregationProcess(
-        init_fn, next_fn,
-        client_state_initializer=inner.client_state_initializer)
+    return measured_process.with_encoders_of(
+        inner, aggregation_process.AggregationProcess(
+            init_fn, next_fn,
+            client_state_initializer=inner.client_state_initializer))
 
 
 class WeightedRobustFactory(factory.WeightedAggregationFactory):

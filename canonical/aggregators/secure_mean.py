@@ -167,7 +167,13 @@ class SecureMeanFactory(factory.WeightedAggregationFactory):
       return measured.MeasuredProcessOutput(new_state, mean,
                                             sum_factory.empty_at_server())
 
-    return aggregation_process.AggregationProcess(init_fn, next_fn)
+    process = aggregation_process.AggregationProcess(init_fn, next_fn)
+    rotation = 'Hadamard-rotated, ' if rotate else ''
+    process.encoders = measured_process.treatments(
+        value_spec, bits, f'secure aggregation of {rotation}{bits}-bit '
+        'stochastic levels in an adaptive range '
+        '(federated_secure_sum_bitwidth)')
+    return process
 
 
 def build_secure_mean_process(value_spec, bits=8, clip=0.1, rotate=True,
@@ -179,13 +185,6 @@ def build_secure_mean_process(value_spec, bits=8, clip=0.1, rotate=True,
   mean@SERVER)`; the state is (round, clip)."""
   who = 'build_secure_mean_process'
   value_spec = specs.check_value_spec(value_spec, who)
-  made = SecureMeanFactory(bits, clip, rotate, clipped_target, seed,
-                           max_block_size)
-  rotation = 'Hadamard-rotated, ' if rotate else ''
-  description = (f'secure aggregation of {rotation}{bits}-bit stochastic '
-                 'levels in an adaptive range (federated_secure_sum_bitwidth)')
   return mean_lib.older_block(
-      made, value_spec, tuple(measured_process.Treatment(spec, bits,
-                                                         description)
-                              for spec in tf.nest.flatten(value_spec)),
-      'secure_mean')
+      SecureMeanFactory(bits, clip, rotate, clipped_target, seed,
+                        max_block_size), value_spec, 'secure_mean')

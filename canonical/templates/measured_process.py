@@ -6,6 +6,8 @@ it while tracing another federated computation inlines it: that is how federated
 averaging composes an encoded broadcast and an encoded mean into its round.
 """
 
+import tensorflow as tf
+
 from canonical.core import naming
 from canonical.templates import iterative_process as process_lib
 
@@ -69,3 +71,33 @@ class Treatment:
 
   def __repr__(self):
     return self.description
+
+
+def treatments(value_spec, bits_per_value, description):
+  """One `Treatment` per tensor of `value_spec`: what a secure or private
+  process's `encoders` are."""
+  return tuple(Treatment(spec, bits_per_value, description)
+               for spec in tf.nest.flatten(value_spec))
+
+
+def encoders_of(process):
+  """The per-tensor encoders (or `Treatment`s) a process applies: its
+  `encoders`, set by the factory that made it; () if it sets none."""
+  return tuple(getattr(process, 'encoders', ()))
+
+
+def with_encoders_of(inner, process):
+  """`process`, a wrapper of `inner` (a mean around a sum, a clip around a
+  mean), given `inner`'s encoders: they are what its values go through."""
+  if encoders_of(inner):
+    process.encoders = encoders_of(inner)
+  return process
+
+
+def describe_encoders(role, value_spec, encoders):
+  """`{'ROLE[i] DTYPE[SHAPE]': encoder description}` for the tensors of
+  `value_spec` and their encoders, as forms keep them (`form.encoders`)."""
+  return {f'{role}[{index}] {spec.dtype.name}{spec.shape.as_list()}':
+              repr(encoder)
+          for index, (spec, encoder) in enumerate(
+              zip(tf.nest.flatten(value_spec), encoders))}

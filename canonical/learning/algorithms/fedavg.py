@@ -55,14 +55,6 @@ def _check_process(process, expected_spec, role, builder, model_part):
         f'are {ft.describe(expected_spec)}: build it from the same model_fn.')
 
 
-def _describe_encoders(role, process):
-  """(tensor name, encoder description) for each encoded tensor of `process`."""
-  specs = tf.nest.flatten(process.value_spec)
-  for index, (spec, encoder) in enumerate(zip(specs, process.encoders)):
-    yield (f'{role}[{index}] {spec.dtype.name}{spec.shape.as_list()}',
-           repr(encoder))
-
-
 def build_federated_averaging_process(
     model_fn, client_optimizer_fn,
     server_optimizer_fn=_default_server_optimizer, broadcast_process=None,
@@ -180,8 +172,11 @@ def build_federated_averaging_process(
       return new_state, metrics, new_residual
     return new_state, metrics
 
-  encoders = dict(_describe_encoders('broadcast', broadcast_process))
-  encoders.update(_describe_encoders('aggregation', aggregation_process))
+  encoders = measured_process.describe_encoders(
+      'broadcast', broadcast_process.value_spec, broadcast_process.encoders)
+  encoders.update(measured_process.describe_encoders(
+      'aggregation', aggregation_process.value_spec,
+      aggregation_process.encoders))
   if error_feedback:
 
     @federated_computation(ft.server(state_spec), ft.clients(data_spec),

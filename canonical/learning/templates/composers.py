@@ -29,6 +29,7 @@ from canonical.learning.templates import finalizers
 from canonical.learning.templates import learning_process
 from canonical.templates import aggregation_process
 from canonical.templates import measured
+from canonical.templates import measured_process
 
 LearningAlgorithmState = learning_process.LearningAlgorithmState
 
@@ -105,9 +106,16 @@ def compose_learning_process(initial_model_weights_fn,
 
   set_hparams_fn = specs.tf_computation(
       set_hparams, state_member, specs.plain(get_hparams_fn.result_spec))
+  # What the distributor and the aggregator encode, for the form's summary.
+  encoders = measured_process.describe_encoders(
+      'broadcast', weights_type, measured_process.encoders_of(distributor))
+  encoders.update(measured_process.describe_encoders(
+      'aggregation', specs.plain(aggregator.next.parameter_types[1].member),
+      measured_process.encoders_of(aggregator)))
   return learning_process.LearningProcess(
       init_fn, next_fn, get_weights, set_weights,
       get_hparams_fn=get_hparams_fn, set_hparams_fn=set_hparams_fn,
+      encoders=encoders,
       client_state_initializer=aggregator.client_state_initializer)
 
 
