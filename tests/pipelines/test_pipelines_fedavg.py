@@ -156,6 +156,20 @@ def test_an_output_directory_of_another_experiment_is_refused(tmp_path):
   fedavg._check_output_dir(_config(tmp_path, rounds=7), claim=True)
 
 
+def test_a_run_of_the_older_fedavg_builder_is_not_resumed(tmp_path):
+  """Its state is the older builder's, which TFF's FedAvg cannot take up:
+  its directory (recorded without `fed_avg_builder`) is another experiment;
+  a --tff-aggregator run's directory is the same experiment as before."""
+  os.makedirs(tmp_path / 'run')
+  older = _config(tmp_path).run_description()
+  del older['fed_avg_builder']
+  (tmp_path / 'run' / fedavg.CONFIG_FILE).write_text(json.dumps(older))
+  with pytest.raises(fedavg.ConfigError, match='differs in fed_avg_builder'):
+    fedavg._check_output_dir(_config(tmp_path), claim=False)
+  assert 'fed_avg_builder' not in _config(
+      tmp_path, tff_aggregator='mean').run_description()
+
+
 def test_a_refused_run_leaves_nothing_that_refuses_its_corrected_rerun(
     tmp_path):
   # The digits are 8x8: this model is refused after the data is prepared.
