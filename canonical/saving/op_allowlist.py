@@ -24,6 +24,8 @@ import functools
 import importlib.resources
 import os
 
+from canonical import io as storage_lib
+
 # The allowed op names, one per line: written from the rules below by
 # `python -m canonical.saving.op_allowlist`, read by the loader and by the
 # TensorFlow-free reader alike.
@@ -158,9 +160,9 @@ def refused_op(graph_def, allowed):
 
 
 def main():
-  # A developer's command: it rewrites the table in this source tree.
-  with open(TABLE, 'w', encoding='utf-8') as f:
-    f.write(table_text(ops_the_rules_allow()))
+  # A developer's command: it rewrites the table in this source tree,
+  # whole or not at all (the storage layer writes a temporary, then renames).
+  storage_lib.write_bytes(TABLE, table_text(ops_the_rules_allow()).encode())
   print(f'wrote {os.path.relpath(TABLE)}')
 
 
