@@ -621,3 +621,52 @@ def test_secure_quantized_sum_misuse_is_refused_by_name(lower, upper,
     tff.federated_computation(
         lambda v: A.secure_quantized_sum(v, lower, upper),
         tff.type_at_clients(value_type)).type_signature
+
+
+# ----------------------------------------------------------------------------
+# Clipping: the project's one clip against TFF's two
+
+
+_CLIP_CLIENTS_RNG = 5  # numpy's default_rng(5): the same values in TFF's venv.
+# TFF 0.87's results for the program below (5 clients, 3 of them over the
+# clip), printed as float32 values.
+_TFF_CLIPPED_SUM = (
+    [[-0.7393324375152588, -0.03787890076637268, -0.7806082367897034],
+     [-0.19634996354579926, 0.4290119707584381, -0.4055870473384857],
+     [-0.25197041034698486, -0.5630556344985962, 0.28016170859336853],
+     [0.11706492304801941, 0.5309378504753113, -0.47987648844718933]],
+    [-0.7962298393249512, -0.019789278507232666, 0.11266511678695679])
+_TFF_DP_MEAN = (
+    [[-0.14786648750305176, -0.007575786206871271, -0.1561216413974762],
+     [-0.03926999121904373, 0.08580239117145538, -0.0811174064874649],
+     [-0.05039408057928085, -0.11261112987995148, 0.056032340973615646],
+     [0.023412983864545822, 0.10618756711483002, -0.09597530961036682]],
+    [-0.15924596786499023, -0.003957855515182018, 0.02253301814198494])
+
+
+def _clip_clients():
+  rng = np.random.default_rng(_CLIP_CLIENTS_RNG)
+  return [[rng.normal(size=(4, 3)).astype(np.float32) * s,
+           rng.normal(size=(3,)).astype(np.float32) * s]
+          for s in (0.3, 2.0, 7.0, 0.05, 3.3)]
+
+
+def test_one_clipping_against_tffs_two():
+  """TFF clips two ways: `clipping_factory` divides by norm/clip (the
+  norm from each tensor's norm), `DifferentiallyPrivateFactory` scales by
+  tf.clip_by_global_norm's factor. Our one clip (clip / max(norm, clip))
+  gives the DP factory's bits and is within 8 float32 ulps of
+  `clipping_factory`'s (no single rule can give both: TFF's own rules
+  differ by up to 13 ulps here)."""
+  value_type = tff.to_type([(np.float32, [4, 3]), (np.float32, [3])])
+  clip = A.clipping_factory(1.0, A.SumFactory()).create(value_type)
+  clipped = clip.next(clip.initialize(), _clip_clients()).result
+  dp = A.DifferentiallyPrivateFactory.gaussian_fixed(
+      noise_multiplier=0.0, clients_per_round=5, clip=1.0).create(value_type)
+  mean = dp.next(dp.initialize(), _clip_clients()).result
+  for ours, tffs in zip(mean, _TFF_DP_MEAN):
+    np.testing.assert_array_equal(ours, np.array(tffs, np.float32))
+  for ours, tffs in zip(clipped, _TFF_CLIPPED_SUM):
+    tffs = np.array(tffs, np.float32)
+    ulps = np.abs(np.asarray(ours) - tffs) / np.spacing(np.abs(tffs))
+    assert np.max(ulps) <= 8, np.max(ulps)
