@@ -34,7 +34,8 @@ ACCOUNTING = ('noise_multiplier', 'clip', 'sensitivity')
 def older_block(factory, value_spec, name):
   """The older `MeasuredProcess` running `factory`'s weighted process. The
   process's encoders (or `Treatment`s) and accounting attributes
-  (`ACCOUNTING`), where it has them, are the block's too."""
+  (`ACCOUNTING`), where it has them, are the block's too; `block.factory`
+  is `factory`, for the older builders that compose TFF's."""
   process = factory.create(value_spec, WEIGHT_SPEC)
 
   def step(state, value, weight, client_state=None):
@@ -54,6 +55,7 @@ def older_block(factory, value_spec, name):
       process.initialize, next_fn, value_spec,
       measured_process.encoders_of(process),
       client_state_initializer=process.client_state_initializer, name=name)
+  block.factory = factory
   for attribute in ACCOUNTING:
     if hasattr(process, attribute):
       setattr(block, attribute, getattr(process, attribute))

@@ -3,10 +3,10 @@ code written against TensorFlow Federated: `import canonical as tff` and its
 `tff.learning.build_federated_averaging_process(...)`,
 `tff.learning.from_keras_model(...)` and
 `tff.learning.framework.build_encoded_*_process_from_model(...)` run as
-written. The process's metrics take TFF's structure,
+written. The process's metrics take the older TFF's structure,
 `OrderedDict(broadcast=(), aggregation=(), train=OrderedDict(<the model's
 metrics>..., loss=...))`; `algorithms.build_federated_averaging_process`
-keeps its flat one.
+keeps TFF 0.87's.
 """
 
 import collections
@@ -38,7 +38,8 @@ def build_federated_averaging_process(model_fn, client_optimizer_fn,
   def tff_metrics(metrics):
     return collections.OrderedDict(
         broadcast=(), aggregation=(),
-        train=collections.OrderedDict((n, metrics[n]) for n in names))
+        train=collections.OrderedDict(
+            (n, metrics['client_work']['train'][n]) for n in names))
 
   graph = inner.next.trace()
   restructure = specs.tf_computation(tff_metrics, graph.result[1].member)

@@ -2,7 +2,7 @@
 module path of then imports (with a DeprecationWarning naming the new home),
 and every public name each module had is still there, but for the internals
 listed below (helpers no user code reached, replaced by the intrinsic
-registry)."""
+registry or by TFF's composition)."""
 
 import importlib
 import json
@@ -25,6 +25,10 @@ RETIRED = {
     'canonical.intrinsics': {'AGGREGATIONS', 'SECURE_AGGREGATIONS',
                              'zero_computation'},
     'canonical.sequences': {'KINDS', 'evaluate'},
+    # The older FedAvg builder composes TFF's now: what it imported to build
+    # its own round (each still public where it lives) is no longer there.
+    'canonical.fedavg.averaging': {'client_update', 'federated_computation',
+                                   'server_update', 'tf_computation'},
 }
 
 

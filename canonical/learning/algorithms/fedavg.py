@@ -1,42 +1,21 @@
-"""Federated averaging as an `IterativeProcess`, with TFF's builder and its names.
-
-One round: the server broadcasts the model (through the broadcast process,
-possibly encoded), every client trains it on its data with a fresh client
-optimizer (`canonical.learning.client_update`), the deltas are averaged
-weighted by the clients' example counts (through the aggregation process,
-possibly encoded, possibly with error feedback kept at the clients), and the
-server optimizer takes the negated mean delta as its gradient.
+"""TFF's older builder, `build_federated_averaging_process`, composed from
+TFF 0.87's: `build_weighted_fed_avg` with the broadcast process as its
+model distributor and the aggregation process's factory as its model
+aggregator. It has no round of its own; the process it returns is TFF's
+`LearningProcess`, with TFF's state and metrics.
 """
 
-from typing import NamedTuple
-
-import tensorflow as tf
-
-from canonical.aggregators import broadcast
-from canonical.aggregators import mean
-from canonical.core import computations
-from canonical.core import intrinsics
-from canonical.core import specs
-from canonical.core import types as ft
 from canonical import errors
-from canonical.learning.client_update import client_update
+from canonical.core import types as ft
+from canonical.learning.algorithms import averaging
 from canonical.learning import model_fns
 from canonical.learning import optimizers
-from canonical.learning.server_update import server_update
-from canonical.templates import iterative_process as process_lib
+from canonical.learning import templates
 from canonical.templates import measured_process
 
-tf_computation = specs.tf_computation
-federated_computation = computations.federated_computation
-
-
-class ServerState(NamedTuple):
-  """What the server keeps between rounds."""
-  model: object  # ModelWeights
-  optimizer_state: object  # the server optimizer's state
-  broadcast_state: object  # the broadcast process's (encoders') state
-  aggregation_state: object  # the aggregation process's (encoders') state
-  round_num: object  # int32 scalar: rounds done
+# The older builder's state is TFF's now; the name stays for code that
+# checks a state's type.
+ServerState = templates.LearningAlgorithmState
 
 
 def _default_server_optimizer():
@@ -59,7 +38,8 @@ def build_federated_averaging_process(
     model_fn, client_optimizer_fn,
     server_optimizer_fn=_default_server_optimizer, broadcast_process=None,
     aggregation_process=None, client_epochs=1):
-  """Federated averaging as a `canonical.IterativeProcess`.
+  """Federated averaging: TFF's `build_weighted_fed_avg` over the older
+  building blocks.
 
   Args:
     model_fn: no-argument function returning a `canonical.learning
@@ -71,127 +51,40 @@ def build_federated_averaging_process(
       momentum or `adam` give FedAvgM / FedAdam).
     broadcast_process: a `MeasuredProcess` over the model weights, e.g.
       `build_encoded_broadcast_process_from_model`; default: plain broadcast.
-    aggregation_process: a `MeasuredProcess` over the trainable weights, e.g.
-      `build_encoded_mean_process_from_model`; default: plain weighted mean.
-      If it keeps client state (error feedback), so does the returned process.
+    aggregation_process: a `MeasuredProcess` over the trainable weights from
+      `canonical.aggregators` (e.g. `build_encoded_mean_process_from_model`);
+      its factory is the model aggregator. Default: the weighted mean. If it
+      keeps client state (error feedback), so does the returned process.
     client_epochs: passes over its data each client makes per round.
 
-  The server state is a `ServerState`; client data is a `tf.data.Dataset` of
-  `model.batch_spec` batches; metrics are 'loss' and 'accuracy' (means over
-  every example trained on, across clients), 'num_examples', 'clients' and
-  'non_finite_updates' (clients whose update was dropped as not finite).
+  Returns TFF's `LearningProcess`: the state a `LearningAlgorithmState`
+  (`ServerState` is its old name), the metrics TFF's.
   """
   who = 'build_federated_averaging_process'
   model = model_fns.functional_model_of(model_fn, who)
-  client_optimizer = model_fns.optimizer_of(client_optimizer_fn,
-                                        f'{who}: client_optimizer_fn')
-  server_optimizer = model_fns.optimizer_of(server_optimizer_fn,
-                                        f'{who}: server_optimizer_fn')
-  client_epochs = model_fns.client_epochs_of(client_epochs, who)
-  weights_spec = specs.plain(model.weights_spec)
-  if broadcast_process is None:
-    broadcast_process = broadcast.build_broadcast_process(weights_spec)
-  if aggregation_process is None:
-    aggregation_process = mean.build_weighted_mean_process(
-        weights_spec.trainable)
-  _check_process(broadcast_process, weights_spec, 'broadcast_process',
-                 'build_encoded_broadcast_process_from_model', 'weights')
-  _check_process(aggregation_process, weights_spec.trainable,
-                 'aggregation_process', 'build_encoded_mean_process_from_model',
-                 'trainable weights')
-  if broadcast_process.has_client_state:
-    raise errors.FederatedError(
-        f'{who}: the broadcast process keeps client '
-        'state; only the aggregation process may.')
-  error_feedback = aggregation_process.has_client_state
-
-  initial_weights = model.initial_model_weights
-
-  def initial_server_state():
-    weights = tf.nest.map_structure(tf.constant, initial_weights)
-    return ServerState(weights, server_optimizer.init(weights.trainable),
-                       broadcast_process.initialize(),
-                       aggregation_process.initialize(),
-                       tf.constant(0, tf.int32))
-
-  initialize = tf_computation(initial_server_state)
-  state_spec = specs.plain(initialize.result_spec)
-  data_spec = tf.data.DatasetSpec(model.batch_spec)
-
-  def train(dataset, weights):
-    return client_update(model, client_optimizer, weights, dataset,
-                         epochs=client_epochs)
-
-  client_work = tf_computation(train, data_spec, weights_spec)
-  client_output_spec = specs.plain(client_work.result_spec)
-
-  def metric_sums(output):
-    return dict(output.metrics, clients=tf.constant(1.0))
-
-  client_metrics = tf_computation(metric_sums, client_output_spec)
-
-  def server_step(state, mean_delta, new_broadcast_state,
-                  new_aggregation_state):
-    optimizer_state, weights = server_update(
-        server_optimizer, state.optimizer_state, state.model, mean_delta)
-    return ServerState(weights, optimizer_state, new_broadcast_state,
-                       new_aggregation_state, state.round_num + 1)
-
-  update_server = tf_computation(
-      server_step, state_spec, weights_spec.trainable,
-      broadcast_process.state_spec, aggregation_process.state_spec)
-
-  def round_metrics(sums):
-    means = model.mean_metrics(sums)
-    means['num_examples'] = sums['num_examples'] / float(client_epochs)
-    means['clients'] = sums['clients']
-    means['non_finite_updates'] = sums['non_finite_updates']
-    return means
-
-  finish_metrics = tf_computation(round_metrics, client_metrics.result_spec)
-
-  def one_round(state, data, residual=None):
-    new_broadcast_state, weights = broadcast_process.next(
-        state.broadcast_state, state.model)
-    output = intrinsics.federated_map(client_work, (data, weights))
-    delta, weight = output.weights_delta, output.num_examples
-    if error_feedback:
-      new_aggregation_state, mean_delta, new_residual = (
-          aggregation_process.next(state.aggregation_state, delta, weight,
-                                   residual))
-    else:
-      new_aggregation_state, mean_delta = aggregation_process.next(
-          state.aggregation_state, delta, weight)
-    sums = intrinsics.federated_sum(
-        intrinsics.federated_map(client_metrics, output))
-    new_state = intrinsics.federated_map(
-        update_server,
-        (state, mean_delta, new_broadcast_state, new_aggregation_state))
-    metrics = intrinsics.federated_map(finish_metrics, sums)
-    if error_feedback:
-      return new_state, metrics, new_residual
-    return new_state, metrics
-
-  encoders = measured_process.describe_encoders(
-      'broadcast', broadcast_process.value_spec, broadcast_process.encoders)
-  encoders.update(measured_process.describe_encoders(
-      'aggregation', aggregation_process.value_spec,
-      aggregation_process.encoders))
-  if error_feedback:
-
-    @federated_computation(ft.server(state_spec), ft.clients(data_spec),
-                           ft.clients(aggregation_process.value_spec))
-    def federated_averaging(state, data, residual):
-      return one_round(state, data, residual)
-
-    return process_lib.IterativeProcess(
-        initialize, federated_averaging,
-        client_state_initializer=aggregation_process.client_state_initializer,
-        encoders=encoders)
-
-  @federated_computation(ft.server(state_spec), ft.clients(data_spec))
-  def federated_averaging(state, data):  # pylint: disable=function-redefined
-    return one_round(state, data)
-
-  return process_lib.IterativeProcess(initialize, federated_averaging,
-                                      encoders=encoders)
+  weights_spec = model.weights_spec
+  model_distributor = model_aggregator = None
+  if broadcast_process is not None:
+    _check_process(broadcast_process, weights_spec, 'broadcast_process',
+                   'build_encoded_broadcast_process_from_model', 'weights')
+    if broadcast_process.has_client_state:
+      raise errors.FederatedError(
+          f'{who}: the broadcast process keeps client '
+          'state; only the aggregation process may.')
+    model_distributor = templates.from_broadcast_process(broadcast_process)
+  if aggregation_process is not None:
+    _check_process(aggregation_process, weights_spec.trainable,
+                   'aggregation_process',
+                   'build_encoded_mean_process_from_model',
+                   'trainable weights')
+    model_aggregator = getattr(aggregation_process, 'factory', None)
+    if model_aggregator is None:
+      raise errors.InvalidTypeError(
+          f'{who}: aggregation_process {aggregation_process.name!r} was not '
+          'made by canonical.aggregators, so it has no aggregation factory; '
+          'pass a tff.aggregators factory to build_weighted_fed_avg('
+          'model_aggregator=...) instead.')
+  return averaging.build_weighted_fed_avg(
+      model, client_optimizer_fn, server_optimizer_fn,
+      model_distributor=model_distributor, model_aggregator=model_aggregator,
+      client_epochs=client_epochs)

@@ -4,7 +4,7 @@ the building blocks a learning algorithm is composed of.
 - `learning_process`: `LearningProcess`, `LearningProcessOutput`,
   `LearningAlgorithmState`;
 - `distributors`: `DistributionProcess`, `build_broadcast_process`,
-  `build_encoded_broadcast_process` (ours);
+  `build_encoded_broadcast_process` and `from_broadcast_process` (ours);
 - `client_works`: `ClientWorkProcess`, `ClientResult`;
 - `model_delta`: `build_model_delta_client_work`,
   `build_functional_model_delta_client_work` (and `ClientWeighting`);
@@ -22,6 +22,7 @@ from canonical.learning.templates.client_works import ClientWorkProcess
 from canonical.learning.templates.composers import compose_learning_process
 from canonical.learning.templates.distributors import build_broadcast_process
 from canonical.learning.templates.distributors import build_encoded_broadcast_process  # pylint: disable=line-too-long
+from canonical.learning.templates.distributors import from_broadcast_process
 from canonical.learning.templates.distributors import DistributionProcess
 from canonical.learning.templates.finalizers import build_apply_optimizer_finalizer  # pylint: disable=line-too-long
 from canonical.learning.templates.finalizers import FinalizerProcess
@@ -40,6 +41,7 @@ __all__ = [
     'LearningProcessOutput', 'LearningProcessOutputWithClientState',
     'build_apply_optimizer_finalizer',
     'build_broadcast_process', 'build_encoded_broadcast_process',
+    'from_broadcast_process',
     'build_functional_model_delta_client_work',
     'build_model_delta_client_work', 'compose_learning_process',
     'model_weights_computations', 'reject_non_finite_update',

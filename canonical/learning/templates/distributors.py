@@ -1,6 +1,7 @@
 """TFF's `DistributionProcess`: how the server's model reaches the clients,
 as a measured process; `build_broadcast_process`, the plain broadcast, and
-(ours) `build_encoded_broadcast_process`, each tensor encoded.
+(ours) `build_encoded_broadcast_process`, each tensor encoded, and
+`from_broadcast_process`, an older broadcast process as a distributor.
 
 `next(state@SERVER, value@SERVER)` returns `MeasuredProcessOutput(
 state@SERVER, value'@CLIENTS, measurements@SERVER)`; what the clients get
@@ -65,20 +66,27 @@ def build_encoded_broadcast_process(value_type, encoder_fn):
   `canonical.aggregators.build_encoded_broadcast_process`."""
   where = 'build_encoded_broadcast_process'
   value_type = ft.to_member(value_type, where)
-  encoded = aggregators.build_encoded_broadcast_process(value_type,
-                                                        encoder_fn)
+  return from_broadcast_process(
+      aggregators.build_encoded_broadcast_process(value_type, encoder_fn))
+
+
+def from_broadcast_process(broadcast):
+  """The `DistributionProcess` running an older broadcast process
+  (`canonical.aggregators.build_broadcast_process` or
+  `build_encoded_broadcast_process`), its encoders included; the
+  measurements are empty."""
 
   @computations.federated_computation()
   def init_fn():
-    return intrinsics.federated_eval(encoded.initialize, ft.SERVER)
+    return intrinsics.federated_eval(broadcast.initialize, ft.SERVER)
 
-  @computations.federated_computation(ft.server(encoded.state_spec),
-                                      ft.server(value_type))
+  @computations.federated_computation(ft.server(broadcast.state_spec),
+                                      ft.server(broadcast.value_spec))
   def next_fn(state, value):
-    new_state, at_clients = encoded.next(state, value)
+    new_state, at_clients = broadcast.next(state, value)
     return measured.MeasuredProcessOutput(
         new_state, at_clients, intrinsics.federated_value((), ft.SERVER))
 
   process = DistributionProcess(init_fn, next_fn)
-  process.encoders = encoded.encoders
+  process.encoders = broadcast.encoders
   return process

@@ -56,11 +56,15 @@ _CHILD = textwrap.dedent('''
       update = [np.asarray(t) for t in tf.nest.flatten(update)]
       accumulator = form.accumulate(form.zero(), form.work(data, c)[0])
       _, metrics = form.update(state, form.report(accumulator))
+      train = metrics['client_work']['train']
       results[name] = {{
           'finite': all(np.isfinite(t).all() for t in update
                         if t.dtype.kind == 'f'),
-          'metrics': {{k: float(v) for k, v in metrics.items()
-                       if np.ndim(v) == 0}},
+          'metrics': {{k: float(v) for k, v in train.items()}},
+          'model_finite': all(
+              np.isfinite(t).all() for t in tf.nest.flatten(
+                  form.update(state, form.report(accumulator))[0]
+                  .global_model_weights)),
       }}
     print(json.dumps(results))
 ''')
@@ -79,6 +83,7 @@ def test_clients_without_examples_send_nothing_and_abort_nothing(model,
   results = json.loads(child.stdout.strip().splitlines()[-1])
   for name, result in results.items():
     assert result['finite'], name
+    assert result['model_finite'], name
     examples = result['metrics']
     # One client per round here: its examples are the round's.
     expected = 3.0 if name.endswith('one of 3') else 0.0

@@ -50,7 +50,7 @@ def test_tffs_fed_avg_sends_the_encoded_model_as_the_older_builder_does():
   assert plain.broadcast_bits == 15 * 32  # The kernel and bias as float32.
   assert ours.broadcast_bits == older.broadcast_bits < 0.5 * 15 * 32
   for a, b in zip(tf.nest.flatten(ours_state.global_model_weights),
-                  tf.nest.flatten(older_state.model)):
+                  tf.nest.flatten(older_state.global_model_weights)):
     np.testing.assert_array_equal(a, b)
 
 

@@ -1,4 +1,6 @@
-"""Federated averaging with encoded broadcast and mean, compiled to the canonical form."""
+"""Federated averaging with encoded broadcast and mean, compiled to the canonical form:
+the older builder, `build_federated_averaging_process`, which composes TFF's
+`build_weighted_fed_avg` over the older building blocks."""
 
 import numpy as np
 import pytest
@@ -12,6 +14,7 @@ from canonical import learning
 from canonical.learning import algorithms
 from canonical.learning import framework
 from canonical.learning import models
+from canonical.templates import measured_process
 import encoders as te
 
 # 10000 (the tutorial's threshold) would leave every variable of the small
@@ -19,7 +22,9 @@ import encoders as te
 # of 4538 weights) are encoded.
 _BIG = 100
 _CLIENT_SIZES = (16, 24, 40)
-_METRIC_BITS = 5 * 32  # loss_sum, num_examples, correct, non_finite, clients
+# TFF's metric sums: loss and accuracy (a sum and a count each, float32),
+# num_examples and num_batches (int64).
+_METRIC_BITS = 4 * 32 + 2 * 64
 
 
 def _quadrant_digits(n, seed):
@@ -94,6 +99,11 @@ def feedback(model):
   return process, cf.compile(process), mean
 
 
+def _train(metrics):
+  """TFF's training metrics of a round."""
+  return metrics['client_work']['train']
+
+
 def _assert_close(actual, expected, atol=1e-6):
   tf.nest.assert_same_structure(actual, expected, check_types=False)
   for a, e in zip(tf.nest.flatten(actual), tf.nest.flatten(expected)):
@@ -115,7 +125,7 @@ def _run_rounds_against_reference(process, form, clients, rounds, seeds):
       _assert_close(new_state, expected_state)
       _assert_close(metrics, expected_metrics)
     state = new_state
-    history.append({k: float(v) for k, v in metrics.items()})
+    history.append({k: float(v) for k, v in _train(metrics).items()})
   return state, history
 
 
@@ -127,11 +137,11 @@ def test_plain_fedavg_compiled_matches_reference(plain):
   process, form = plain
   state, history = _run_rounds_against_reference(
       process, form, _clients(), rounds=2, seeds=(1, 7))
-  assert int(state.round_num) == 2
+  assert not np.array_equal(state.global_model_weights.trainable[2],
+                            form.initialize().global_model_weights.trainable[2])
   for metrics in history:
     assert metrics['num_examples'] == sum(_CLIENT_SIZES)
-    assert metrics['clients'] == 3.0
-    assert metrics['non_finite_updates'] == 0.0
+    assert metrics['num_batches'] == sum(-(-n // 8) for n in _CLIENT_SIZES)
     assert 0.0 <= metrics['accuracy'] <= 1.0
 
 
@@ -143,13 +153,14 @@ def test_plain_fedavg_is_weighted_federated_averaging(plain, model):
   new_state, _ = cf.run_round(form, state, clients, merge_seed=3)
   train = tf.function(lambda w, d: learning.client_update(
       model, learning.sgd(0.1), w, d))
-  outputs = [train(state.model, data) for data in clients]
+  outputs = [train(state.global_model_weights, data) for data in clients]
   total = sum(float(o.num_examples) for o in outputs)
   assert total == sum(_CLIENT_SIZES)
-  for i, weight in enumerate(state.model.trainable):
+  for i, weight in enumerate(state.global_model_weights.trainable):
     expected = weight + sum(o.num_examples * o.weights_delta[i]
                             for o in outputs) / total
-    np.testing.assert_allclose(new_state.model.trainable[i], expected,
+    np.testing.assert_allclose(new_state.global_model_weights.trainable[i],
+                               expected,
                                rtol=1e-5, atol=1e-6)
 
 
@@ -166,9 +177,9 @@ def test_encoded_fedavg_learns(encoded):
   losses = []
   for r in range(6):
     state, metrics = cf.run_round(form, state, clients, merge_seed=r)
-    losses.append(float(metrics['loss']))
+    losses.append(float(_train(metrics)['loss']))
   assert losses[-1] < 0.6 * losses[0], losses
-  assert float(metrics['accuracy']) > 0.8
+  assert float(_train(metrics)['accuracy']) > 0.8
 
 
 def test_fedadam_keeps_its_state_on_the_server(model):
@@ -178,9 +189,8 @@ def test_fedadam_keeps_its_state_on_the_server(model):
   form = cf.compile(process)
   state, _ = _run_rounds_against_reference(process, form, _clients((8, 16)),
                                            rounds=2, seeds=(5,))
-  assert int(state.optimizer_state['step']) == 2
-  assert float(tf.linalg.global_norm(
-      list(state.optimizer_state['v']))) > 0.0
+  assert int(state.finalizer['step']) == 2
+  assert float(tf.linalg.global_norm(list(state.finalizer['v']))) > 0.0
 
 
 # ---------------------------------------------------------------------------
@@ -271,7 +281,8 @@ def test_error_feedback_compiled_matches_reference_with_returning_clients(
 
 
 def test_a_returning_client_encodes_its_old_residual(feedback, model):
-  """new residual + what the server got = weight * delta + old residual."""
+  """new residual + what the server got = weight * update + old residual,
+  the update TFF's (initial - trained weights)."""
   _, form, _ = feedback
   data = _client(24, seed=30)
   state = form.initialize()
@@ -280,19 +291,22 @@ def test_a_returning_client_encodes_its_old_residual(feedback, model):
   # Second round for the same client, with its residual.
   new_state, metrics, (new_residual,) = cf.run_round(form, state, [data],
                                                      [residual])
-  weight = float(metrics['num_examples'])
+  weight = float(_train(metrics)['num_examples'])
+  old_weights = state.global_model_weights
   output = tf.function(lambda w, d: learning.client_update(
-      model, learning.sgd(0.1), w, d))(state.model, data)
+      model, learning.sgd(0.1), w, d))(old_weights, data)
   for i in range(len(residual)):
-    # Server SGD at rate 1: new - old weights = the decoded message / weight.
-    received = (new_state.model.trainable[i] - state.model.trainable[i]) * weight
+    # Server SGD at rate 1: old - new weights = the decoded message / weight.
+    received = (old_weights.trainable[i] -
+                new_state.global_model_weights.trainable[i]) * weight
     np.testing.assert_allclose(
         new_residual[i] + received,
-        weight * output.weights_delta[i] + residual[i], rtol=1e-4, atol=1e-4)
+        -weight * output.weights_delta[i] + residual[i], rtol=1e-4,
+        atol=1e-4)
   # Without its residual the client would have sent something else.
   fresh_state, _, _ = cf.run_round(form, state, [data], [None])
-  assert not np.allclose(fresh_state.model.trainable[2],
-                         new_state.model.trainable[2])
+  assert not np.allclose(fresh_state.global_model_weights.trainable[2],
+                         new_state.global_model_weights.trainable[2])
 
 
 # ---------------------------------------------------------------------------
@@ -420,12 +434,13 @@ def test_tff_style_model_fn_and_keras_model_fn(model):
       broadcast_process=framework.build_encoded_broadcast_process_from_model(
           model_fn, _broadcast_encoder))
   state = process.initialize.invoke()
-  _assert_close(state.model, model.initial_model_weights)
+  _assert_close(state.global_model_weights, model.initial_model_weights)
   keras_process = algorithms.build_federated_averaging_process(
       models.small_8x8, lambda: learning.sgd(0.1))
-  assert ft.same_member(keras_process.state_spec.model,
-                        process.state_spec.model)
-  assert keras_process.state_spec.broadcast_state == ()  # plain broadcast
+  assert ft.same_member(keras_process.state_spec.global_model_weights,
+                        process.state_spec.global_model_weights)
+  assert keras_process.state_spec.distributor == ()  # plain broadcast
+  assert process.state_spec.distributor != ()
 
 
 def test_bad_arguments_get_clear_errors(model):
@@ -447,6 +462,13 @@ def test_bad_arguments_get_clear_errors(model):
                                              aggregation_process=other)
   with pytest.raises(TypeError, match='FunctionalModel'):
     algorithms.build_federated_averaging_process(lambda: 3, learning.sgd(0.1))
+  mean = framework.build_encoded_mean_process_from_model(model, _mean_encoder)
+  own = measured_process.MeasuredProcess(mean.initialize, mean.next,
+                                         mean.value_spec, name='own_mean')
+  with pytest.raises(TypeError, match="'own_mean' was not made by "
+                     'canonical.aggregators.*model_aggregator'):
+    algorithms.build_federated_averaging_process(model, learning.sgd(0.1),
+                                                 aggregation_process=own)
 
 
 def test_summary_names_each_tensors_encoder(encoded):

@@ -73,7 +73,7 @@ def test_federated_averaging_takes_keras_optimizers():
       server_optimizer_fn=lambda: tf.keras.optimizers.SGD(
           learning_rate=1.0, momentum=0.9))
   state = process.initialize.invoke()
-  assert 'velocity' in state.optimizer_state
+  assert 'velocity' in state.finalizer
   with pytest.raises(ValueError, match='server_optimizer_fn: Keras Nadam'):
     algorithms.build_federated_averaging_process(
         model, client_optimizer_fn=lambda: learning.sgd(0.1),

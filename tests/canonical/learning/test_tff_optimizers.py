@@ -368,16 +368,16 @@ def test_fedavg_takes_tff_optimizers_themselves_and_functions():
       client_optimizer_fn=optimizers.build_sgdm(learning_rate=0.02),
       server_optimizer_fn=lambda: optimizers.build_sgdm(1.0, momentum=0.9))
   state, metrics = _rounds(tff_style)
-  assert list(state.optimizer_state) == ['learning_rate', 'momentum',
-                                         'accumulator']
-  assert float(state.optimizer_state['momentum']) == pytest.approx(0.9)
-  assert float(metrics['num_examples']) == 24.0
+  assert list(state.finalizer) == ['learning_rate', 'momentum',
+                                    'accumulator']
+  assert float(state.finalizer['momentum']) == pytest.approx(0.9)
+  assert float(metrics['client_work']['train']['num_examples']) == 24.0
   older = algorithms.build_federated_averaging_process(
       model, client_optimizer_fn=lambda: learning.sgd(0.02),
       server_optimizer_fn=lambda: learning.sgd(1.0, momentum=0.9))
   older_state, _ = _rounds(older)
-  for got, want in zip(tf.nest.flatten(state.model),
-                       tf.nest.flatten(older_state.model)):
+  for got, want in zip(tf.nest.flatten(state.global_model_weights),
+                       tf.nest.flatten(older_state.global_model_weights)):
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
@@ -401,7 +401,7 @@ def test_fedavg_takes_a_users_own_optimizer():
   # The server's sign step moves each weight by its rate, or not at all
   # where the clients' deltas cancel.
   moved = np.concatenate([np.abs(new - old).ravel() for new, old in zip(
-      tf.nest.flatten(state.model.trainable),
+      tf.nest.flatten(state.global_model_weights.trainable),
       tf.nest.flatten(model.initial_model_weights.trainable))])
   np.testing.assert_allclose(moved[moved > 0], 0.01, rtol=1e-4)
   assert np.mean(moved > 0) > 0.5
