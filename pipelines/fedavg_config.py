@@ -95,6 +95,14 @@ class Config:
       if getattr(self, name) < 1:
         raise ConfigError(f'--{name.replace("_", "-")} must be at least 1, '
                           f'got {getattr(self, name)}.')
+    if storage_lib.is_within(self.output_dir, self.data_dir):
+      raise ConfigError(f'--output-dir {self.output_dir!r} is inside '
+                        f'--data-dir {self.data_dir!r}; the run would write '
+                        'among the clients\' files. Choose one outside it.')
+    if self.clients_per_round > self.num_clients:
+      raise ConfigError(f'--clients-per-round {self.clients_per_round} is '
+                        f'more than the {self.num_clients} clients '
+                        '(--num-clients); a round cannot sample them.')
     if not self.client_lr > 0 or not self.server_lr > 0:
       raise ConfigError('--client-lr and --server-lr must be positive, got '
                         f'{self.client_lr} and {self.server_lr}.')

@@ -89,6 +89,17 @@ def _check_arguments(non_finite, **integers):
         f'{non_finite!r}.')
 
 
+def _check_output_outside(out, data):
+  """A run directory inside the client data directory would put the run's
+  files among the clients' (and a rewrite of the data would delete them)."""
+  directory = getattr(data, 'directory', None)
+  if directory is not None and storage_lib.is_within(out.directory,
+                                                     directory):
+    raise run_dir.RunDirError(
+        f'The output directory {out.directory!r} is inside the client data '
+        f'directory {directory!r}; choose one outside it.')
+
+
 def run(form_or_path: 'form_lib.CanonicalForm | str',
         client_data: 'dict | str | client_data_lib.TFRecordClientData',
         rounds: int, clients_per_round: int, output_dir: str,
@@ -210,6 +221,7 @@ def run(form_or_path: 'form_lib.CanonicalForm | str',
       raise form_lib.FormError(f'Form {form.name!r} has no secure sums, so '
                                f'a {name} means nothing for it.')
   data = client_data_lib.source_of(client_data, storage)
+  _check_output_outside(out, data)
   if progress is None:
     progress = lambda line: print(line, file=sys.stderr, flush=True)
   with engines.open_engine(pipeline_options) as engine:
@@ -225,6 +237,11 @@ def run(form_or_path: 'form_lib.CanonicalForm | str',
     if not client_ids:
       raise client_data_lib.ClientDataError(
           f'The {data.describe()} has no clients.')
+    if clients_per_round > len(client_ids):
+      raise errors.InvalidValueError(
+          f'clients_per_round is {clients_per_round}, but the '
+          f'{data.describe()} has {len(client_ids)} clients: no round can '
+          f'sample {clients_per_round}.')
     privacy = _PrivacyReport(
         form.privacy_releases, sampling, clients_per_round, len(client_ids),
         privacy_delta, privacy_accountant) if form.privacy_releases else None
@@ -360,6 +377,8 @@ class _RoundLoop:
     """Cleans leftovers; commits the initial state if there is none;
     rebuilds the views of the committed rounds."""
     out, form = self.out, self.form
+    for line in out.restore_missing_commits():
+      self.progress(line)
     if out.last_committed() is not None:
       # Damaged files are named now, before anything changes, not as a
       # failed round (JSON files are checked as they are read).

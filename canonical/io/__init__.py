@@ -31,6 +31,7 @@ from canonical.io.paths import basename
 from canonical.io.paths import dirname
 from canonical.io.paths import is_local
 from canonical.io.paths import is_temporary
+from canonical.io.paths import is_within
 from canonical.io.paths import join
 from canonical.io.paths import scheme
 from canonical.io.schemes import register

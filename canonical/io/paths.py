@@ -42,6 +42,20 @@ def basename(path) -> str:
   return os.path.basename(path) if is_local(path) else posixpath.basename(path)
 
 
+def is_within(path, directory) -> bool:
+  """Whether `path` is `directory` or below it: local paths compared
+  resolved (symbolic links followed), URLs as written (one scheme and
+  bucket, then the key's folders)."""
+  path, directory = os.fspath(path), os.fspath(directory)
+  if is_local(path) != is_local(directory):
+    return False
+  if is_local(path):
+    path, directory = (os.path.realpath(local(p)) for p in (path, directory))
+    return os.path.commonpath([path, directory]) == directory
+  path, directory = path.rstrip('/'), directory.rstrip('/')
+  return path == directory or path.startswith(directory + '/')
+
+
 TEMPORARY_SUFFIX = '.tmp'
 
 

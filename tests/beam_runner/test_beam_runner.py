@@ -637,3 +637,28 @@ def test_run_arguments_are_checked_before_anything_is_written(tmp_path):
     with pytest.raises(ValueError, match=problem):
       beam_runner.run(form, data, 1, output_dir=tmp_path / 'run', **kwargs)
     assert not (tmp_path / 'run').exists()
+
+
+def test_two_slips_are_refused_before_anything_is_written(tmp_path):
+  """More clients a round than there are, and a run directory inside the
+  client data directory, are named; the data stays as it was."""
+  form = cf.compile(_sum_process())
+  data = {'a': np.int32([1, 2, 3]), 'b': np.int32([4, 5, 6])}
+  with pytest.raises(ValueError, match=r'clients_per_round is 3, but the '
+                     r'in-memory client data \(2 clients\) has 2 clients'):
+    beam_runner.run(form, data, 1, 3, tmp_path / 'run')
+  assert not (tmp_path / 'run').exists()
+  shards = tmp_path / 'shards'
+  beam_runner.write_client_data(shards, data)
+  files = sorted(p for p in shards.rglob('*'))
+  (tmp_path / 'link').symlink_to(shards)
+  for inside in (shards, shards / 'run', tmp_path / 'link' / 'run'):
+    with pytest.raises(beam_runner.RunDirError,
+                       match='output directory .* is inside the client data '
+                       'directory'):
+      beam_runner.run(form, str(shards), 1, 2, inside)
+  assert sorted(p for p in shards.rglob('*')) == files
+  # A sibling whose name starts as the data's is outside it.
+  result = beam_runner.run(form, str(shards), 1, 2, tmp_path / 'shards-run',
+                           progress=lambda line: None)
+  assert result.rounds == 1

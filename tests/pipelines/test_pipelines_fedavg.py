@@ -185,6 +185,8 @@ def test_a_refused_run_leaves_nothing_that_refuses_its_corrected_rerun(
     ({'broadcast_encoder': 'uniform:99'}, 'bits must be 1..16'),
     ({'aggregation_encoder': 'zip'}, "Unknown encoder 'zip'"),
     ({'rounds': 0}, '--rounds must be at least 1'),
+    ({'num_clients': 4, 'clients_per_round': 5},
+     '--clients-per-round 5 is more than the 4 clients'),
     ({'model': 'resnet'}, "Unknown --model 'resnet'"),
     ({'client_lr': -1.0}, 'must be positive'),
     ({'broadcast_encoder': 'secure:8'}, 'use it as --aggregation-encoder'),
@@ -218,6 +220,16 @@ def test_bad_flags_are_refused_before_any_work(tmp_path, fields, message):
   with pytest.raises(fedavg.ConfigError, match=message):
     _config(tmp_path, **fields)
   assert not os.path.exists(tmp_path / 'run')
+
+
+def test_an_output_inside_the_data_is_refused(tmp_path):
+  with pytest.raises(fedavg.ConfigError, match='--output-dir .* is inside '
+                     '--data-dir .*among the clients'):
+    fedavg.Config(output_dir=str(tmp_path / 'data' / 'run'),
+                  data_dir=str(tmp_path / 'data'))
+  # The default puts the data inside the output, which is fine.
+  config = fedavg.Config(output_dir=str(tmp_path / 'out'))
+  assert config.data_dir == str(tmp_path / 'out' / 'data')
 
 
 def test_tffs_fedavg_with_its_compression_aggregator_is_the_job(tmp_path):

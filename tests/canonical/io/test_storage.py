@@ -139,6 +139,22 @@ def test_paths():
     storage.absolute('nosuch://bucket/x')
 
 
+def test_is_within(tmp_path):
+  assert storage.is_within('s3://b/data/run', 's3://b/data/')
+  assert storage.is_within('s3://b/data', 's3://b/data')
+  assert not storage.is_within('s3://b/data-run', 's3://b/data')
+  assert not storage.is_within('s3://c/data/run', 's3://b/data')
+  assert not storage.is_within('/b/data/run', 's3://b/data')
+  data = tmp_path / 'data'
+  data.mkdir()
+  (tmp_path / 'link').symlink_to(data)
+  assert storage.is_within(str(tmp_path / 'link' / 'run'), str(data))
+  assert storage.is_within(f'file://{data}/run', str(tmp_path / 'link'))
+  assert storage.is_within(str(data / '..' / 'data' / 'x'), str(data))
+  assert not storage.is_within(str(tmp_path / 'data-run'), str(data))
+  assert not storage.is_within(str(tmp_path), str(data))
+
+
 def test_create_only_refuses_a_scheme_without_it(tmp_path):
   with pytest.raises(storage.StorageError, match='no create-only write'):
     storage.create_only('hdfs://namenode/run/commits/1.json', b'x')
@@ -166,8 +182,16 @@ def test_an_unreachable_endpoint_is_one_clear_error(tmp_path):
                        's3_access_key_id': 'a', 's3_secret_access_key': 'b',
                        's3_region_name': 'us-east-1'})
     try:
-      with pytest.raises(storage.StorageError, match='cannot connect'):
+      endpoint = f'http://127.0.0.1:{port}'
+      with pytest.raises(storage.StorageError, match=(
+          f'^Cannot connect to the object store at {endpoint} \\(needed '
+          "for the path 's3://bucket/run'\\): is it running")):
         storage.check_writable('s3://bucket/run')
+      # Mid-run: the cause leads, not the file that met it.
+      with pytest.raises(storage.StorageError, match=(
+          f'^Cannot connect to the object store at {endpoint} \\(needed '
+          "to read 's3://bucket/run/lock.json'\\)")):
+        storage.read_bytes('s3://bucket/run/lock.json')
     finally:
       storage.configure(None)
 
