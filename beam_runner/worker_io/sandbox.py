@@ -18,6 +18,7 @@ pickled (the parent trusts itself: a client data source travels as it does
 to Beam workers).
 """
 
+import collections
 import copy
 import dataclasses
 import json
@@ -79,7 +80,7 @@ class Sandbox:
 
   def call(self, piece, args, output_spec):
     """`piece(*args)` in the child: its output, packed as `output_spec`."""
-    args = _as_numpy(args)
+    args = _picklable(args)
     with self._lock:
       process = self._started()
       _write_frame(process.stdin, pickle.dumps(('call', piece, args)))
@@ -222,10 +223,21 @@ def is_sandboxed(form):
 _ERRORS = {'ValueError': ValueError, 'TypeError': TypeError}
 
 
-def _as_numpy(args):
+def _picklable(value):
+  """`value` with tensors as arrays and named tuples as OrderedDicts of
+  their fields: a loaded form's named tuple classes, made by TensorFlow's
+  structure coder, do not pickle, and pieces take named parts by name."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  return tf.nest.map_structure(
-      lambda x: x.numpy() if tf.is_tensor(x) else x, args)
+  if tf.is_tensor(value):
+    return value.numpy()
+  if isinstance(value, tuple) and hasattr(value, '_fields'):
+    return collections.OrderedDict(
+        (name, _picklable(getattr(value, name))) for name in value._fields)
+  if isinstance(value, (list, tuple)):
+    return type(value)(_picklable(v) for v in value)
+  if isinstance(value, dict):
+    return type(value)((k, _picklable(v)) for k, v in value.items())
+  return value
 
 
 # ---------------------------------------------------------------------------
