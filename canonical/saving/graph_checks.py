@@ -15,7 +15,12 @@ piece is sealed here first:
   a few values repeated (a proto may state one value for any shape: a small
   file that would allocate gigabytes) expands to at most
   `MAX_EXPANDED_CONSTANT_BYTES`;
-- no dataset shuffle or sample draws from OS entropy (dataset_seeds.py).
+- no dataset shuffle or sample draws from OS entropy (dataset_seeds.py);
+- the shapes a function's arguments claim (`_output_shapes`, a hint
+  TensorFlow trusts when it runs the function: a wrong one aborts the process
+  in a C++ check) are dropped, so TensorFlow infers them from what the
+  function is given. The hints are not part of what the piece computes (the
+  fingerprint leaves them out), and a piece runs to the same bits without.
 """
 
 import hashlib
@@ -28,6 +33,7 @@ from canonical import errors
 
 MAX_EXPANDED_CONSTANT_BYTES = 256 << 20
 _FORBIDDEN_CONSTANT_DTYPES = (tf.resource, tf.variant)
+SHAPE_HINT = '_output_shapes'
 
 
 class GraphCheckError(errors.Error, ValueError):
@@ -65,6 +71,9 @@ def seal(graph_def):
       _check_constant(node, where)
   for op, name in dataset_seeds.unseeded(graph_def):
     raise GraphCheckError(f'node {name!r} ({op}) {dataset_seeds.UNSEEDED}')
+  for function in library.function:
+    for argument in function.arg_attr.values():
+      argument.attr.pop(SHAPE_HINT, None)
   _rename(graph_def, defined)
 
 

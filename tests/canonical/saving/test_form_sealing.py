@@ -229,3 +229,55 @@ def test_constants_tensorflow_would_abort_on_are_refused(form_bytes, tmp_path,
   error = json.loads(child.stdout.strip().splitlines()[-1])
   assert error.startswith(f"{path}: piece 'work': node "), error
   assert message in error, error
+
+
+# ---------------------------------------------------------------------------
+# Shape hints TensorFlow trusts: dropped at load.
+
+
+def test_a_wrong_shape_hint_changes_nothing(tmp_path):
+  """The main job's work trains in a function whose element argument is
+  hinted [-1, 8, 8, 1]; a file that hints [8, 8, 1] instead aborted
+  TensorFlow mid-round (`Check failed: d < dims()`). The loader drops such
+  hints, so that file computes what the original does, to the bit."""
+  original = os.path.join(ROOT, 'tests', 'data', 'main_job_forms_tff',
+                          'plain.pb')
+  with open(original, 'rb') as f:
+    proto = form_file.parse(f.read())
+  edited = 0
+  for function in next(p for p in proto.pieces
+                       if p.name == 'work').graph.library.function:
+    for argument in function.arg_attr.values():
+      hint = argument.attr.get('_output_shapes')
+      if hint is not None and [d.size for d in hint.list.shape[0].dim] == [
+          -1, 8, 8, 1] and 'train_on_batch' in function.signature.name:
+        del hint.list.shape[0].dim[0]
+        edited += 1
+  assert edited == 1
+  path = tmp_path / 'hinted.pb'
+  path.write_bytes(envelope.wrap(proto.SerializeToString()))
+  code = textwrap.dedent(f'''
+      import json, sys
+      sys.path.insert(0, {ROOT!r})
+      sys.path.insert(0, {os.path.join(ROOT, 'tests', 'support')!r})
+      import numpy as np
+      import tensorflow as tf
+      import canonical as cf
+      import main_job_flags
+      runs = []
+      for path in ({original!r}, {str(path)!r}):
+        form = cf.load(path)
+        runs.append(tf.nest.flatten(cf.run_round(
+            form, form.initialize(), main_job_flags.clients())))
+      print(json.dumps(all(np.array_equal(a, b) for a, b in zip(*runs))))
+  ''')
+  child = subprocess.run([sys.executable, '-c', code], capture_output=True,
+                         text=True, timeout=300,
+                         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2'))
+  assert child.returncode == 0, child.stderr[-2000:]
+  assert json.loads(child.stdout.strip().splitlines()[-1]) is True
+  loaded = form_file.from_bytes(envelope.wrap(proto.SerializeToString()))
+  assert not any('_output_shapes' in argument.attr
+                 for piece in loaded.pieces.values()
+                 for function in piece.graph_def.library.function
+                 for argument in function.arg_attr.values())
