@@ -25,6 +25,11 @@ not at all on any storage, and a run resumes after its last commit. Attempts
 that no commit names are leftovers of failed or lost runs: ignored, and
 deleted once their round is committed.
 
+A commit marker lost below the last commit (deleted by hand, missed in a
+copy) is restored on resume from its round's only attempt, with a line
+saying so; with no attempt or several, the resume is refused and nothing is
+cleaned away (`restore_missing_commits`).
+
 Every committed file is checked when read: tensor files end with a CRC-32
 (worker_io/tensor_io.py), the JSON files against the digests their commit
 recorded; a damaged one is an error naming it, never a silently different run.
@@ -276,6 +281,51 @@ class RunDir:
         if client not in dropped:
           paths[client] = attempt.client_state_path(client)
     return paths
+
+  def restore_missing_commits(self):
+    """Re-creates the commit of each round below the last committed one
+    whose marker is gone (deleted by hand, lost in a copy): a later commit
+    shows the round was committed, and its committed attempt is the only
+    one left in its directory. Returns a line per restored round.
+    RunDirError if a round has no attempt or several, or its files are
+    incomplete: then nothing is changed, and nothing is cleaned away."""
+    commits = self._commits()
+    missing = [r for r in range(max(commits, default=0)) if r not in commits]
+    restorable = []
+    for number in missing:
+      round_dir = storage_lib.join(self.rounds_dir, _round_name(number))
+      attempts = sorted(self.storage.list_names(round_dir))
+      marker = self._marker(number)
+      found = (f'{len(attempts)} attempts ({", ".join(attempts)})'
+               if attempts else 'no attempt')
+      if len(attempts) != 1:
+        raise RunDirError(
+            f'{marker} is missing, though round {max(commits)} is committed, '
+            f'and {round_dir} holds {found}, so which was committed is '
+            'unknown. Restore the marker (from a backup or the copy you '
+            'made), or start a new output directory; this run changed '
+            'nothing.')
+      attempt = Attempt(self.directory, number, attempts[0], self.storage)
+      absent = [name for name in (STATE_FILE, OUTCOME_FILE, CLIENTS_FILE)
+                if not self.storage.exists(
+                    storage_lib.join(attempt.directory, name))]
+      if absent:
+        raise RunDirError(
+            f'{marker} is missing, though round {max(commits)} is committed, '
+            f'and the round\'s only attempt, {attempt.directory}, lacks '
+            f'{", ".join(absent)}. Restore them (from a backup or the copy '
+            'you made), or start a new output directory; this run changed '
+            'nothing.')
+      restorable.append(attempt)
+    lines = []
+    for attempt in restorable:
+      self.commit(attempt, with_client_outputs=self.storage.exists(
+          attempt.client_outputs_path))
+      lines.append(
+          f'{self._marker(attempt.round)} was missing, though round '
+          f'{max(commits)} is committed: restored it from the round\'s only '
+          f'attempt, {attempt.id}.')
+    return lines
 
   # -- Attempts and commits ---------------------------------------------------
 

@@ -13,6 +13,7 @@ from unittest import mock
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 import beam_runner
 from beam_runner.driver import run_lock
@@ -116,6 +117,67 @@ def test_a_damaged_commit_record_is_named(form, data, tmp_path):
   with pytest.raises(beam_runner.RunDirError,
                      match=f'{marker} is damaged: not a commit record'):
     _run(form, data, 2, out)
+
+
+@pytest.mark.slow
+def test_a_lost_commit_marker_is_restored_with_a_line_and_nothing_lost(
+    tmp_path):
+  """Deleting a middle round's marker by hand once made the resume delete
+  that round's attempt as a leftover, with its clients' states, silently."""
+  form = cf.compile(client_state_process())
+  clients = {f'c{i}': np.float32([i / 3, 1.0]) for i in range(8)}
+  run = lambda out, rounds, progress=QUIET: beam_runner.run(
+      form, clients, rounds, 3, out, seed=2, progress=progress)
+  out = tmp_path / 'run'
+  run(out, 3)
+  states = beam_runner.RunDir(out).client_state_paths()
+  from_round_2 = [c for c, p in states.items() if '/000002/' in p]
+  assert from_round_2  # The states at stake.
+  (out / 'commits' / '000002.json').unlink()
+  lines = []
+  result = run(out, 4, lines.append)
+  restored = [line for line in lines if 'was missing' in line]
+  assert len(restored) == 1 and 'commits/000002.json was missing, though ' \
+      'round 3 is committed: restored it' in restored[0], lines
+  intact = run(tmp_path / 'intact', 4)
+  kept, expected = (beam_runner.RunDir(d).client_state_paths()
+                    for d in (out, tmp_path / 'intact'))
+  assert sorted(kept) == sorted(expected)
+  read = lambda path: beam_runner.tensor_io.read_tensors(
+      path, form.client_state_spec)
+  for client in expected:
+    for a, b in zip(tf.nest.flatten(read(kept[client])),
+                    tf.nest.flatten(read(expected[client]))):
+      np.testing.assert_array_equal(a, b)
+  for a, b in zip(tf.nest.flatten(result.state),
+                  tf.nest.flatten(intact.state)):
+    np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize('found', ['no attempt', '2 attempts'])
+def test_a_lost_marker_that_cannot_be_restored_is_refused(form, data, tmp_path,
+                                                          found):
+  out = tmp_path / 'run'
+  _run(form, data, 3, out)
+  (out / 'commits' / '000002.json').unlink()
+  round_dir = out / 'rounds' / '000002'
+  assert len(os.listdir(round_dir)) == 1
+  if found == 'no attempt':
+    for root, dirs, names in os.walk(round_dir, topdown=False):
+      for name in names:
+        os.unlink(os.path.join(root, name))
+      for name in dirs:
+        os.rmdir(os.path.join(root, name))
+  else:
+    os.mkdir(round_dir / 'aaaaaaaaaaaa')
+    (round_dir / 'aaaaaaaaaaaa' / 'state.tensors').write_bytes(b'other')
+  before = _snapshot(out)
+  with pytest.raises(beam_runner.RunDirError,
+                     match=f'000002.json is missing, though round 3 is '
+                     f'committed, and .*000002 holds {found}.*changed '
+                     'nothing'):
+    _run(form, data, 4, out)
+  assert _snapshot(out) == before
 
 
 def test_a_damaged_client_state_drops_that_client_named(tmp_path):
