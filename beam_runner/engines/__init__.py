@@ -255,8 +255,22 @@ class DaskEngine(Engine):
     result = pipeline.run(test_runner_api=False)
     try:
       result.wait_until_finish()
+      unfinished = [f for f in result.futures if f.status != 'finished']
+    except Exception as e:
+      if self._client.status != 'running':
+        raise self._lost() from e
+      raise
     finally:
       result.client.close()  # The runner opens a client per pipeline.
+    if unfinished or self._client.status != 'running':
+      # A lost scheduler cancels the futures: they end, unfinished.
+      raise self._lost()
+
+  def _lost(self):
+    return EngineError(
+        f'Lost the Dask scheduler at {self.address} mid-pipeline (the '
+        f'client is {self._client.status}): restart it and its workers, and '
+        'run again to resume.')
 
   def elements_for(self, clients):
     """One element per worker thread: each element's partial accumulator

@@ -1,5 +1,7 @@
 """What goes wrong with files: every storage operation raises these."""
 
+import urllib.parse
+
 from canonical import errors
 
 
@@ -57,13 +59,27 @@ def remote_error(action, path, error, what=None):
   done to which path, and the likely cause in the user's terms."""
   code = error_code(error)
   name = type(error).__name__
+  if 'EndpointConnection' in name or 'ConnectionError' in name or \
+      'Could not connect' in str(error):
+    # The cause leads: the path is only what was being done when it struck.
+    doing = f'for the {what} {path!r}' if what else f'to {action} {path!r}'
+    return StorageError(f'Cannot connect to the object store at '
+                        f'{_endpoint(error)} (needed {doing}): is it '
+                        'running, and is --s3_endpoint_url right?')
   if 'Credentials' in name:
     cause = ('no credentials: pass --s3_access_key_id and '
              '--s3_secret_access_key, or set AWS credentials')
-  elif 'EndpointConnection' in name or 'ConnectionError' in name or \
-      'Could not connect' in str(error):
-    cause = f'cannot connect to the endpoint ({reason(error)})'
   else:
     cause = _REMOTE_HINTS.get(code) or f'{name}: {reason(error)}'
   prefix = f'{what} {path!r}' if what else f'Cannot {action} {path!r}'
   return StorageError(f'{prefix}: {cause}.')
+
+
+def _endpoint(error):
+  """The scheme, host and port a connection error names, or what it says."""
+  url = (getattr(error, 'kwargs', None) or {}).get('endpoint_url')
+  if url:
+    parts = urllib.parse.urlsplit(url)
+    if parts.netloc:
+      return f'{parts.scheme}://{parts.netloc}'
+  return f'its endpoint ({reason(error)})'

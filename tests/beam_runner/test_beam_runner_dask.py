@@ -18,6 +18,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 import time
 
 import numpy as np
@@ -38,6 +39,7 @@ from example_processes import client_state_process
 from example_processes import random_floats
 from example_processes import secure_sums_process
 from example_processes import sum_process
+from example_processes import summed_process
 from s3_server import refusing_port
 
 pytestmark = pytest.mark.slow
@@ -428,6 +430,61 @@ def test_an_unreachable_scheduler_is_one_error_before_any_round(tmp_path):
   assert time.monotonic() - start < 30
   assert not (tmp_path / 'run').exists()
 
+
+
+def _slow_work(x):
+  """Seconds of work for one float (pure)."""
+  _, y = tf.while_loop(lambda i, y: i < 60_000_000,
+                       lambda i, y: (i + 1, y + 1e-7), (tf.constant(0), x))
+  return y
+
+
+def test_a_scheduler_lost_mid_round_is_named(tmp_path):
+  """Its futures end cancelled, and the round once failed as 'no update
+  ran'. The scheduler and its worker are processes of their own here, so
+  that the test can kill the scheduler; both listen on 127.0.0.1 and are
+  killed at the end."""
+  form = cf.compile(summed_process(_slow_work))
+  shards = beam_runner.write_client_data(
+      tmp_path / 'shards', {f'c{i}': np.float32(i) for i in range(4)})
+  scheduler_file = tmp_path / 'scheduler.json'
+  dask = os.path.join(os.path.dirname(sys.executable), 'dask')
+  scheduler = subprocess.Popen(
+      [dask, 'scheduler', '--host', '127.0.0.1', '--port', '0',
+       '--no-dashboard', '--scheduler-file', str(scheduler_file),
+       '--idle-timeout', '300'], stderr=subprocess.DEVNULL)
+  worker = None
+  try:
+    deadline = time.monotonic() + 60
+    while not scheduler_file.exists() and time.monotonic() < deadline:
+      time.sleep(0.2)
+    worker = subprocess.Popen(
+        [dask, 'worker', '--scheduler-file', str(scheduler_file),
+         '--nthreads', '1', '--no-dashboard', '--host', '127.0.0.1',
+         '--death-timeout', '60', '--lifetime', '10 minutes'],
+        stderr=subprocess.DEVNULL)
+    address = json.loads(scheduler_file.read_text())['address']
+    from dask import distributed  # pylint: disable=g-import-not-at-top
+    with distributed.Client(address, timeout=30) as client:
+      client.wait_for_workers(1, timeout=60)
+    timer = threading.Timer(6.0, scheduler.kill)
+    timer.start()
+    try:
+      with pytest.raises(beam_runner.RoundError,
+                         match=f'Lost the Dask scheduler at {address} '
+                         'mid-pipeline'):
+        beam_runner.run(form, shards.directory, 1, 4, tmp_path / 'run',
+                        pipeline_options=_on(address),
+                        progress=lambda line: None)
+    finally:
+      timer.cancel()
+    assert scheduler.poll() is not None  # It died mid-round, not before.
+    assert beam_runner.RunDir(tmp_path / 'run').last_committed() == 0
+  finally:
+    for process in (worker, scheduler):
+      if process is not None:
+        process.kill()
+        process.wait(timeout=60)
 
 
 def test_a_client_loop_that_does_not_start_is_not_blamed_on_the_address(

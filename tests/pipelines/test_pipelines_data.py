@@ -577,7 +577,9 @@ def test_cli_reports_an_unreachable_storage_in_one_line(tmp_path, capsys):
   err = capsys.readouterr().err
   assert code == 2 and 'Traceback' not in err
   errors = [l for l in err.splitlines() if l.startswith('error: ')]
-  assert len(errors) == 1 and 'cannot connect to the endpoint' in errors[0]
+  assert len(errors) == 1 and (
+      f'Cannot connect to the object store at http://127.0.0.1:{port}'
+      in errors[0])
   assert 's3://bucket/out' in errors[0]
 
 
