@@ -1,9 +1,12 @@
-"""Secure aggregation (Bonawitz et al., CCS 2017), semi-honest, with dropouts.
+"""Secure aggregation (Bonawitz et al., CCS 2017) with dropouts: semi-honest,
+or against a malicious server (signed keys, a trust store, one contributor
+list a round; see `client` and `identity`).
 
 The server learns the modular sum of the clients' integer inputs and nothing
 else about them. Each party's step is a function of its own state and messages:
 
   client: `advertise_keys` -> `share_keys` -> `masked_input`
+          [-> `sign_contributors`, against a malicious server]
           -> `unmasking_shares`
   aggregator: `aggregation.zero` / `accumulate` / `merge` (modular addition)
   server: `relay_shares`, `unmask`
@@ -22,6 +25,7 @@ from canonical.secagg.client import MaskingState
 from canonical.secagg.client import receive_shares
 from canonical.secagg.client import share_keys
 from canonical.secagg.client import sharing_state
+from canonical.secagg.client import sign_contributors
 from canonical.secagg.client import SharingState
 from canonical.secagg.client import unmasking_shares
 from canonical.secagg.config import make_config
@@ -36,11 +40,16 @@ from canonical.secagg.errors import ProtocolViolationError
 from canonical.secagg.errors import RoundFailedError
 from canonical.secagg.errors import SecAggError
 from canonical.secagg import graph
+from canonical.secagg import identity
+from canonical.secagg.identity import ServedRounds
+from canonical.secagg.identity import TrustStore
 from canonical.secagg.messages import ContributorList
+from canonical.secagg.messages import ContributorsSignature
 from canonical.secagg.messages import EncryptedShares
 from canonical.secagg.messages import KeyAdvertisement
 from canonical.secagg.messages import MaskedInput
 from canonical.secagg.messages import Roster
+from canonical.secagg.messages import SignedContributors
 from canonical.secagg.messages import UnmaskingShares
 from canonical.secagg.randomness import SeededRandom
 from canonical.secagg.randomness import SystemRandom
@@ -52,7 +61,9 @@ from canonical.secagg import shamir
 from canonical.secagg import wire
 
 __all__ = [
-    'ClientKeys', 'ContributorList', 'EncryptedShares', 'KeyAdvertisement',
+    'ClientKeys', 'ContributorList', 'ContributorsSignature',
+    'EncryptedShares', 'KeyAdvertisement', 'ServedRounds',
+    'SignedContributors', 'TrustStore', 'identity', 'sign_contributors',
     'MaskedInput', 'MaskedSum', 'MaskingState', 'ProtocolViolationError',
     'Roster', 'RoundFailedError', 'SecAggConfig', 'SecAggError',
     'SecureSumResult', 'SeededRandom', 'SharingState', 'StepBits',

@@ -11,6 +11,7 @@ import collections
 import dataclasses
 
 from canonical.secagg import graph
+from canonical.secagg import identity
 from canonical.secagg import masks
 from canonical.secagg import messages
 from canonical.secagg import shamir
@@ -28,24 +29,30 @@ def masked_input_bits(config):
              for leaf in config.leaves)
 
 
-def client_cost_bits(config, num_clients, id_bits=64):
+def client_cost_bits(config, num_clients, id_bits=64,
+                     malicious_server=False):
   """{step: StepBits} for a client of a round of `num_clients`, no dropouts.
 
   In a sparse round a client receives its neighbors' keys and the other
   clients' ids (`id_bits` each: `messages.id_bits`; it places itself on the
-  ring); shares go to and come from its neighbors only."""
+  ring); shares go to and come from its neighbors only. Against a malicious
+  server each advertisement carries a signature, and the consistency check
+  adds one signature sent and, with the contributor list, every
+  contributor's received."""
   others = num_clients - 1
   peers = others if graph.is_complete(config.neighbors, num_clients) else (
       config.neighbors)
-  key_bits = 2 * 8 * messages.PUBLIC_KEY_BYTES
+  signature_bits = 8 * identity.SIGNATURE_BYTES if malicious_server else 0
+  key_bits = 2 * 8 * messages.PUBLIC_KEY_BYTES + signature_bits
   share_bits = 8 * messages.SHARES_CIPHERTEXT_BYTES
   return {
       messages.ADVERTISE_KEYS: StepBits(
           key_bits, peers * key_bits + (others - peers) * id_bits),
       messages.SHARE_KEYS: StepBits(peers * share_bits, peers * share_bits),
       messages.MASKED_INPUT: StepBits(masked_input_bits(config), 0),
+      messages.CONSISTENCY: StepBits(signature_bits, 0),
       messages.UNMASKING: StepBits((peers + 1) * shamir.FIELD_BITS,
-                                   num_clients),
+                                   num_clients * (1 + signature_bits)),
   }
 
 

@@ -14,6 +14,7 @@ from canonical.secagg import client
 from canonical.secagg import config as config_lib
 from canonical.secagg.errors import SecAggError
 from canonical.secagg import graph
+from canonical.secagg import identity as identity_lib
 from canonical.secagg import messages
 from canonical.secagg import randomness
 from canonical.secagg import roster as roster_lib
@@ -35,7 +36,7 @@ class SecureSumResult:
 def secure_sum_round(client_inputs, moduli, threshold, *,
                      dropped_before_sharing=(), dropped_before_input=(),
                      dropped_before_unmasking=(), round_id=0, seed=None,
-                     neighbors=None):
+                     neighbors=None, malicious_server=False):
   """Runs the protocol on `client_inputs`; returns their sum modulo `moduli`.
 
   Args:
@@ -54,6 +55,11 @@ def secure_sum_round(client_inputs, moduli, threshold, *,
     neighbors: None (every pair of clients masks) or an even k: each client
       masks with and shares among k ring neighbors (`secagg.graph`); 'auto':
       the k `graph.neighbors_for` picks for these clients.
+    malicious_server: the active version: clients enrolled with identity
+      keys in a trust store sign their advertisements and, in a
+      consistency check before unmasking, the contributor list (see
+      `client`); t must be more than half the clients holding each
+      client's shares.
 
   Returns:
     A `SecureSumResult` whose `sum` is the modular sum of the contributors'
@@ -84,12 +90,17 @@ def secure_sum_round(client_inputs, moduli, threshold, *,
                       f'structure): {e}') from e
   rng = randomness.source(seed)
   to_server, to_clients = [], []
-
+  identities, trust = {}, None
+  if malicious_server:  # Enrollment, before and apart from any round.
+    identities = {u: identity_lib.identity_from_secret(
+        rng.child('client', u, 'enroll').random_bytes(32)) for u in ids}
+    trust = identity_lib.enroll(identities)
   # Step 1: advertise keys.
   keys = {}
   for u in ids:
     keys[u], advertisement = client.advertise_keys(
-        u, config, rng.child('client', u, 'advertise'))
+        u, config, rng.child('client', u, 'advertise'), identities.get(u),
+        trust)
     to_server.append(advertisement)
   roster = tuple(to_server)
   server.check_survivors(messages.ADVERTISE_KEYS, len(roster), threshold)
@@ -123,14 +134,25 @@ def secure_sum_round(client_inputs, moduli, threshold, *,
   server.check_survivors(messages.MASKED_INPUT, len(contributors), threshold)
   server.check_connected(config, roster, contributors)
 
-  # Step 4: unmasking.
+  # Step 4: unmasking (after the consistency check, with one).
   responses = []
   for u in contributors:
     to_clients.append(messages.ContributorList(u, contributors, len(sharers)))
-  for u in contributors:
-    if u in dropped['dropped_before_unmasking']:
-      continue
-    response = client.unmasking_shares(masking[u], contributors)
+  answering = [u for u in contributors
+               if u not in dropped['dropped_before_unmasking']]
+  signatures = None
+  if malicious_server:
+    signatures = {}
+    for u in answering:
+      signed = client.sign_contributors(masking[u], contributors)
+      to_server.append(signed)
+      signatures[u] = signed.signature
+    server.check_survivors(messages.CONSISTENCY, len(signatures), threshold)
+    for u in answering:
+      to_clients.append(messages.SignedContributors(u, contributors,
+                                                    signatures))
+  for u in answering:
+    response = client.unmasking_shares(masking[u], contributors, signatures)
     to_server.append(response)
     responses.append(response)
   total_sum = server.unmask(config, roster, sharers, total, responses)

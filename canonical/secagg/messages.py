@@ -23,20 +23,25 @@ ADVERTISE_KEYS = 'advertise_keys'
 SHARE_KEYS = 'share_keys'
 MASKED_INPUT = 'masked_input'
 UNMASKING = 'unmasking'
-STEPS = (ADVERTISE_KEYS, SHARE_KEYS, MASKED_INPUT, UNMASKING)
+CONSISTENCY = 'consistency'
+STEPS = (ADVERTISE_KEYS, SHARE_KEYS, MASKED_INPUT, CONSISTENCY, UNMASKING)
 
 
 @dataclasses.dataclass(frozen=True)
 class KeyAdvertisement:
-  """Step 1: a client's two public keys (share encryption, pairwise masks)."""
+  """Step 1: a client's two public keys (share encryption, pairwise masks),
+  against a malicious server signed with its identity key (64 bytes; empty
+  in a round that trusts its server)."""
   sender: Any
   cipher_public_key: bytes
   mask_public_key: bytes
+  signature: bytes = b''
   step = ADVERTISE_KEYS
 
   @property
   def num_bits(self):
-    return 8 * (len(self.cipher_public_key) + len(self.mask_public_key))
+    return 8 * (len(self.cipher_public_key) + len(self.mask_public_key) +
+                len(self.signature))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,6 +113,34 @@ class ContributorList:
   @property
   def num_bits(self):
     return self.num_share_senders
+
+
+@dataclasses.dataclass(frozen=True)
+class ContributorsSignature:
+  """The consistency check (against a malicious server): a contributor's
+  signature of the contributor list it was sent. It signs one list a round."""
+  sender: Any
+  signature: bytes
+  step = CONSISTENCY
+
+  @property
+  def num_bits(self):
+    return 8 * len(self.signature)
+
+
+@dataclasses.dataclass(frozen=True)
+class SignedContributors:
+  """Step 4 request against a malicious server: the signatures of at
+  least t members of the contributor list (sent before, as a
+  `ContributorList`), which each client checks before it reveals a share."""
+  recipient: Any
+  contributors: tuple
+  signatures: Mapping[Any, bytes]
+  step = UNMASKING
+
+  @property
+  def num_bits(self):
+    return 8 * sum(len(s) for s in self.signatures.values())
 
 
 @dataclasses.dataclass(frozen=True)

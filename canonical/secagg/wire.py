@@ -22,10 +22,13 @@ def _shares(pairs):
 
 
 def to_bytes(message):
-  """One `KeyAdvertisement`, `EncryptedShares` or `UnmaskingShares`."""
+  """One `KeyAdvertisement`, `EncryptedShares`, `ContributorsSignature` or
+  `UnmaskingShares`."""
   if isinstance(message, messages.KeyAdvertisement):
     fields = ['advertise', message.sender, message.cipher_public_key.hex(),
-              message.mask_public_key.hex()]
+              message.mask_public_key.hex(), message.signature.hex()]
+  elif isinstance(message, messages.ContributorsSignature):
+    fields = ['signed', message.sender, message.signature.hex()]
   elif isinstance(message, messages.EncryptedShares):
     fields = ['shares', message.sender, message.recipient,
               message.ciphertext.hex()]
@@ -44,9 +47,14 @@ def from_bytes(data):
     fields = json.loads(data)
     kind = fields[0]
     if kind == 'advertise':
-      _, sender, cipher, mask = fields
+      _, sender, cipher, mask, signature = fields
       return messages.KeyAdvertisement(_id(sender), bytes.fromhex(cipher),
-                                       bytes.fromhex(mask))
+                                       bytes.fromhex(mask),
+                                       bytes.fromhex(signature))
+    if kind == 'signed':
+      _, sender, signature = fields
+      return messages.ContributorsSignature(_id(sender),
+                                            bytes.fromhex(signature))
     if kind == 'shares':
       _, sender, recipient, ciphertext = fields
       return messages.EncryptedShares(_id(sender), _id(recipient),

@@ -643,6 +643,7 @@ def test_measured_bits_match_the_cost_formula():
       'advertise_keys': secagg.StepBits(512, 3 * 512),
       'share_keys': secagg.StepBits(3 * share_bits, 3 * share_bits),
       'masked_input': secagg.StepBits(344, 0),
+      'consistency': secagg.StepBits(0, 0),
       'unmasking': secagg.StepBits(4 * 257, 4),
   }
   measured = secagg.measured_cost_bits(result)
