@@ -68,6 +68,13 @@ def _parser():
                    'ring neighbors (even; SecAgg+) instead of every other '
                    'client (default); auto: the fewest that fail a round '
                    'below 1e-6 at 5%% dropouts')
+  run.add_argument('--secure-server', default='malicious',
+                   choices=('malicious', 'honest'),
+                   help='a form with secure sums: what its clients assume of '
+                   'the server. malicious (default): signed keys checked '
+                   'against the clients\' trust store, replayed rounds '
+                   'refused, and a consistency check before unmasking; '
+                   'honest: the semi-honest protocol, cheaper')
   run.add_argument('--isolate', action='store_true',
                    help='run the form\'s pieces in a sandbox process with '
                    'the limits below (for forms you do not trust)')
@@ -137,7 +144,8 @@ def run_command(args, options):
       rounds_per_pipeline=args.rounds_per_pipeline,
       clients_per_element=args.clients_per_element,
       secure_threshold=args.secure_threshold, sampling=args.sampling,
-      secure_neighbors=args.secure_neighbors)
+      secure_neighbors=args.secure_neighbors,
+      secure_server=args.secure_server)
   state = beam_runner.RunDir(result.output_dir, storage).state_path(
       result.rounds)
   print(f'{result.rounds} rounds committed in {result.output_dir}; state: '

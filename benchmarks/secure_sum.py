@@ -16,9 +16,17 @@ every row is measured again on a local Dask cluster of N worker processes
 (started once, on 127.0.0.1, stopped at the end; the clients' data written
 as TFRecord shards, as a cluster reads it).
 
+Secure rounds run the protocol against a malicious server (the runner's
+default: signed keys, a consistency check); each row also times the
+semi-honest protocol (`secure_server='honest'`) in the same run.
+
 Reported per row:
   plain_seconds, secure_seconds   one round, start to commit
   ratio                           secure / plain (target at 100 clients: 2x)
+  honest_seconds                  the semi-honest protocol's round
+  malicious_over_honest           secure / honest: what the active version
+                                  costs
+  honest_bits_sent / _received    a client's protocol messages, semi-honest
   secure_seconds_per_client       secure_seconds / clients
   masked_input_bits               a client's masked input (its U on the wire)
   protocol_bits_sent / _received  a client's key, share and unmasking
@@ -142,7 +150,7 @@ def protocol_seconds(values, modulus, threshold, degree, round_id):
   own work for a round of these clients, with no runner around it."""
   start = time.perf_counter()
   secagg.secure_sum_round(values, modulus, threshold, neighbors=degree,
-                          round_id=round_id)
+                          round_id=round_id, malicious_server=True)
   return time.perf_counter() - start
 
 
@@ -157,19 +165,25 @@ def measure(clients, elements, repeats, forms, neighbors, engine):
       (forms[True].secure_update_spec[0],), (modulus,),
       secure_sums.default_threshold(clients, degree), 0, degree)
   peers = clients - 1 if degree is None else min(degree, clients - 1)
-  plain, secure, floor, protocol = [], [], [], []
+  plain, secure, honest, floor, protocol = [], [], [], [], []
   for repeat in range(repeats):
     plain.append(round_seconds(forms[False], data, clients, engine))
     secure.append(round_seconds(forms[True], data, clients, engine,
                                 secure_neighbors=neighbors))
+    honest.append(round_seconds(forms[True], data, clients, engine,
+                                secure_neighbors=neighbors,
+                                secure_server='honest'))
     floor.append(crypto_floor_seconds(clients, peers, elements, modulus))
     protocol.append(protocol_seconds(values, modulus, config.threshold,
                                      degree, repeat))
-  steps = secagg.client_cost_bits(config, clients,
-                                  secagg.messages.id_bits(next(iter(values))))
+  id_bits = secagg.messages.id_bits(next(iter(values)))
+  steps = secagg.client_cost_bits(config, clients, id_bits,
+                                  malicious_server=True)
+  honest_steps = secagg.client_cost_bits(config, clients, id_bits)
   plain_seconds, secure_seconds, floor_seconds, own_seconds = (
       statistics.median(plain), statistics.median(secure),
       statistics.median(floor), statistics.median(protocol))
+  honest_seconds = statistics.median(honest)
   return {
       'engine': engine.name, 'workers': engine.workers,
       'clients': clients, 'elements': elements, 'repeats': repeats,
@@ -183,6 +197,12 @@ def measure(clients, elements, repeats, forms, neighbors, engine):
       'protocol_bits_sent': sum(s.sent for s in steps.values()) -
                             secagg.masked_input_bits(config),
       'protocol_bits_received': sum(s.received for s in steps.values()),
+      'honest_seconds': honest_seconds,
+      'malicious_over_honest': secure_seconds / honest_seconds,
+      'honest_bits_sent': sum(s.sent for s in honest_steps.values()) -
+                          secagg.masked_input_bits(config),
+      'honest_bits_received': sum(s.received
+                                  for s in honest_steps.values()),
       'plain_bits': 32 * elements,
       'crypto_floor_seconds': floor_seconds,
       'floor_ratio': (plain_seconds + floor_seconds / engine.workers) /
@@ -240,7 +260,9 @@ def main(argv=None):
   print(f'{"engine":>10} {"clients":>8} {"graph":>6} {"t":>4} '
         f'{"plain s":>9} {"secure s":>9} {"ratio":>7} {"s/client":>9} '
         f'{"masked U bits":>14} {"protocol sent":>14} {"protocol recv":>14} '
-        f'{"crypto s":>9} {"floor":>6} {"protocol s":>11} {"alone":>6}')
+        f'{"crypto s":>9} {"floor":>6} {"protocol s":>11} {"alone":>6} '
+        f'{"honest s":>9} {"mal/hon":>8} {"honest sent":>12} '
+        f'{"honest recv":>12}')
   with tempfile.TemporaryDirectory(prefix='secure-sum-data-') as directory:
     for engine in engines_for(args.dask_workers, directory, args.only_dask):
       for clients in counts:
@@ -282,7 +304,10 @@ def _line(row):
           f'{row["masked_input_bits"]:>14,} {row["protocol_bits_sent"]:>14,} '
           f'{row["protocol_bits_received"]:>14,} '
           f'{row["crypto_floor_seconds"]:>9.2f} {row["floor_ratio"]:>5.1f}x '
-          f'{row["protocol_seconds"]:>11.2f} {row["protocol_ratio"]:>5.1f}x')
+          f'{row["protocol_seconds"]:>11.2f} {row["protocol_ratio"]:>5.1f}x '
+          f'{row["honest_seconds"]:>9.2f} '
+          f'{row["malicious_over_honest"]:>7.2f}x '
+          f'{row["honest_bits_sent"]:>12,} {row["honest_bits_received"]:>12,}')
 
 
 if __name__ == '__main__':

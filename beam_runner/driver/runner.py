@@ -89,6 +89,30 @@ def _check_arguments(non_finite, **integers):
         f'{non_finite!r}.')
 
 
+SECURE_SERVERS = ('malicious', 'honest')
+
+
+def _check_secure_server(secure_server, threshold, neighbors, clients):
+  """Against a malicious server t must be more than half the clients that
+  hold each client's shares (clients refuse less: see canonical.secagg's
+  client), so such a run is refused before it starts."""
+  if secure_server not in SECURE_SERVERS:
+    raise errors.InvalidValueError(
+        f'secure_server must be one of {", ".join(SECURE_SERVERS)}, got '
+        f'{secure_server!r}.')
+  if secure_server != 'malicious' or threshold is None:
+    return
+  holders = min(clients, secagg_graph.resolve(neighbors, clients) + 1) if (
+      neighbors is not None) else clients
+  if 2 * threshold <= holders:
+    raise errors.InvalidValueError(
+        f'secure_threshold {threshold} is not more than half of the '
+        f'{holders} clients holding each client\'s shares: against a '
+        'malicious server, two disjoint sets of survivors could each unmask '
+        'a sum. Use a larger threshold, or secure_server=\'honest\' for a '
+        'server you trust.')
+
+
 def _check_output_outside(out, data):
   """A run directory inside the client data directory would put the run's
   files among the clients' (and a rewrite of the data would delete them)."""
@@ -113,7 +137,8 @@ def run(form_or_path: 'form_lib.CanonicalForm | str',
         secure_threshold: int | None = None, sampling: str = 'fixed',
         secure_neighbors: 'int | str | None' = None,
         privacy_delta: float = 1e-5,
-        privacy_accountant: str = 'rdp') -> 'RunResult':
+        privacy_accountant: str = 'rdp',
+        secure_server: str = 'malicious') -> 'RunResult':
   """Runs rounds 1..`rounds` of a form on Beam; returns a `RunResult`.
 
   Args:
@@ -170,6 +195,14 @@ def run(form_or_path: 'form_lib.CanonicalForm | str',
       then counts among a client's k neighbors and itself. 'auto': the
       smallest k for the round's clients that fails below 1e-6 at 5%
       dropouts (`graph.neighbors_for`).
+    secure_server: for a form with secure sums, what its clients assume of
+      the server: 'malicious' (the default: the protocol's active version,
+      Bonawitz et al.'s: signed key advertisements checked against a trust
+      store of enrolled identity keys, a record of the round ids each client
+      served, a threshold of more than half the clients holding each
+      client's shares, and a consistency check in which each contributor
+      signs one contributor list a round), or 'honest' (honest but curious:
+      the semi-honest protocol, three steps fewer).
     privacy_delta, privacy_accountant: for a form whose aggregation is
       differentially private (its `privacy_releases`), each outcome's
       `privacy` is the (epsilon, delta) of the rounds so far, from
@@ -193,6 +226,8 @@ def run(form_or_path: 'form_lib.CanonicalForm | str',
     raise errors.InvalidValueError(
         f'sampling must be one of {", ".join(SAMPLINGS)}, got '
         f'{sampling!r}.')
+  _check_secure_server(secure_server, secure_threshold, secure_neighbors,
+                       clients_per_round)
   if secure_threshold is not None and secure_threshold > clients_per_round:
     raise errors.InvalidValueError(
         f'secure_threshold {secure_threshold} is more than the '
@@ -216,7 +251,9 @@ def run(form_or_path: 'form_lib.CanonicalForm | str',
   if form.has_client_outputs:
     client_outputs_lib.check_spec(form)
   for name, value in (('secure_threshold', secure_threshold),
-                      ('secure_neighbors', secure_neighbors)):
+                      ('secure_neighbors', secure_neighbors),
+                      ('secure_server', None if secure_server == 'malicious'
+                       else secure_server)):
     if value is not None and not form.has_secure_sums:
       raise form_lib.FormError(f'Form {form.name!r} has no secure sums, so '
                                f'a {name} means nothing for it.')
@@ -268,7 +305,7 @@ def run(form_or_path: 'form_lib.CanonicalForm | str',
       loop = _RoundLoop(engine, source, form, data, out, min_clients,
                         evaluate, progress, on_round, clients_per_element,
                         non_finite, lock, secure_threshold, sampling,
-                        secure_neighbors, privacy)
+                        secure_neighbors, privacy, secure_server)
       loop.start()
       loop.run(client_ids, clients_per_round, seed, rounds,
                _PipelineSizer(rounds_per_pipeline))
@@ -349,7 +386,7 @@ class _RoundLoop:
   def __init__(self, engine, source, form, data, out, min_clients, evaluate,
                progress, on_round, clients_per_element, non_finite, lock,
                secure_threshold=None, sampling='fixed', secure_neighbors=None,
-               privacy=None):
+               privacy=None, secure_server='malicious'):
     self.engine = engine
     self.source = source
     self.form = form
@@ -364,6 +401,7 @@ class _RoundLoop:
     self.lock = lock
     self.secure_threshold = secure_threshold
     self.secure_neighbors = secure_neighbors
+    self.secure_server = secure_server
     self.sampling = sampling
     self.privacy = privacy
     self.client_states = {}
@@ -449,7 +487,8 @@ class _RoundLoop:
       elements = self.clients_per_element and math.ceil(
           len(tasks) / self.clients_per_element)
       secure = self.form.has_secure_sums and secure_round.SecureRound(
-          attempt, self.out.directory)
+          attempt, self.out.directory,
+          malicious_server=self.secure_server == 'malicious')
       plans.append(round_pipeline.RoundPlan(
           attempt, state_path, sampled,
           _split(tasks, elements or self.engine.elements_for(len(tasks))),

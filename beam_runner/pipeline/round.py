@@ -61,6 +61,7 @@ WORK_FAILED = 'work failed'
 SECURE_INPUT = 'secure input out of range'
 SECURE_SHARING = 'secure protocol: sharing keys failed'
 SECURE_MASKING = 'secure protocol: masking failed'
+SECURE_REPLAYED = 'secure protocol: round id served before'
 
 # What a client's U or new state may hold (`run(..., non_finite=...)`).
 NON_FINITE_POLICIES = {

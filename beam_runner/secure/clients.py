@@ -2,9 +2,19 @@
 Every step redraws a client's keys and shares from its secret and the
 round's attempt, so any worker can run any of its steps and no server step
 needs a secret; a worker keeps the clients it has drawn (their keys are the
-costly part)."""
+costly part).
+
+Against a malicious server a client is enrolled when its secret is made:
+its identity key derives from the secret, and its public identity key goes
+to the trust store, `client_secrets/identities/` (the clients' side: no
+server step writes there). Clients read the others' identity keys there,
+never from the round's files. Each client also keeps, beside its secret,
+the round ids it served (`served/`: a replayed round is refused) and the
+contributor list it signed each round (`signed/`: it signs one).
+"""
 
 import functools
+import json
 import os
 
 from beam_runner.secure import messages
@@ -14,6 +24,9 @@ from canonical import secagg
 
 SECRET_BYTES = 32
 SECRETS_DIR = 'client_secrets'
+IDENTITIES_DIR = 'identities'
+SERVED_DIR = 'served'
+SIGNED_DIR = 'signed'
 
 # Clients' keys, each worker's share of a round, by round: a round's
 # clients go with the round (two kept, for rounds chained in one pipeline).
@@ -36,6 +49,104 @@ def _secret(secure_round, client_id):
   return storage.read_bytes(path)
 
 
+def _client_path(secure_round, directory, client_id, *names):
+  return storage_lib.join(secure_round.secrets_directory, directory,
+                          client_data.file_name(client_id), *names)
+
+
+def _create_once(storage, path, data):
+  """Writes `data` create-only; True if this call wrote it, False if the
+  same bytes were there (a step retried), an error naming the file if
+  other bytes were."""
+  try:
+    storage.create_only(path, data)
+    return True
+  except storage_lib.AlreadyExists:
+    return storage.read_bytes(path) == data
+
+
+def enroll(secure_round, client_id, secret):
+  """The client's identity key; its public key written to the trust store
+  (the same bytes whoever writes them)."""
+  identity = secagg.identity.identity_from_secret(secret)
+  path = storage_lib.join(secure_round.secrets_directory, IDENTITIES_DIR,
+                          client_data.file_name(client_id) + '.pub')
+  public = secagg.identity.public_bytes(identity)
+  if not _create_once(secure_round.storage, path, public):
+    raise secagg.SecAggError(f'client {client_id!r}: the trust store holds '
+                             'another identity key for it')
+  return identity
+
+
+class TrustStore:
+  """The trust store as files, one per enrolled client, read as the round's
+  advertisements name them (and kept by each worker: identities do not
+  change)."""
+
+  _KEYS = messages.Cache(1 << 16)
+
+  def __init__(self, secure_round):
+    self._secure_round = secure_round
+
+  def _store(self, client_id):
+    path = storage_lib.join(self._secure_round.secrets_directory,
+                            IDENTITIES_DIR,
+                            client_data.file_name(client_id) + '.pub')
+
+    def load(_):
+      try:
+        return secagg.identity.TrustStore(
+            {client_id: self._secure_round.storage.read_bytes(path)})
+      except (storage_lib.NotFound, secagg.SecAggError):
+        return None
+
+    return self._KEYS.get(path, load)
+
+  def __contains__(self, client_id):
+    return self._store(client_id) is not None
+
+  def verifies(self, client_id, signature, *label_parts):
+    store = self._store(client_id)
+    return store is not None and store.verifies(client_id, signature,
+                                                *label_parts)
+
+
+def claim_round(secure_round, client_id):
+  """Records that the client serves this round; ProtocolViolationError if
+  it served the round id before (a replay)."""
+  path = _client_path(secure_round, SERVED_DIR, client_id,
+                      secure_round.round_id.replace('/', '-'))
+  try:
+    secure_round.storage.create_only(path, b'')
+  except storage_lib.AlreadyExists:
+    raise secagg.ProtocolViolationError(
+        f'client {client_id!r}: round {secure_round.round_id!r} was served '
+        'before; a replayed round id could unmask this client\'s input, so '
+        'it is refused') from None
+
+
+def record_signed(secure_round, client_id, contributors):
+  """Records the contributor list the client signs this round (one list a
+  round, kept beside its secret); ProtocolViolationError for another."""
+  path = _client_path(secure_round, SIGNED_DIR, client_id,
+                      secure_round.round_id.replace('/', '-') + '.json')
+  data = json.dumps(sorted(contributors)).encode()
+  if not _create_once(secure_round.storage, path, data):
+    raise secagg.ProtocolViolationError(
+        f'client {client_id!r}: already signed another contributor list in '
+        f'round {secure_round.round_id!r}')
+
+
+def signed_list(secure_round, client_id):
+  """The contributor list the client signed this round, or None."""
+  path = _client_path(secure_round, SIGNED_DIR, client_id,
+                      secure_round.round_id.replace('/', '-') + '.json')
+  try:
+    return frozenset(json.loads(secure_round.storage.read_bytes(path)))
+  except storage_lib.NotFound:
+    return None
+
+
 def client_of(the_round, client_id):
   """The client's draws in this round: made once per process (its keys
   are the costly part), the same on every worker."""
@@ -50,12 +161,16 @@ class Client:
 
   def __init__(self, the_round, client_id):
     paths = the_round.paths
-    self._rng = secagg.SeededRandom(_secret(paths, client_id)).child(
-        'round', paths.round_id)
+    secret = _secret(paths, client_id)
+    self._rng = secagg.SeededRandom(secret).child('round', paths.round_id)
     self.round = the_round
     self.id = client_id
+    identity = trust = None
+    if paths.malicious_server:
+      identity, trust = enroll(paths, client_id, secret), TrustStore(paths)
     self.keys, self.advertisement = secagg.advertise_keys(
-        client_id, the_round.config, self._rng.child('advertise'))
+        client_id, the_round.config, self._rng.child('advertise'), identity,
+        trust)
     self._sharing_state = None
 
   @functools.cached_property
@@ -83,11 +198,15 @@ class Client:
     return self._sharing_state
 
   def kept(self, fields):
-    """Its step-3 state, from its entry in its batch's held file."""
+    """Its step-3 state, from its entry in its batch's held file (and the
+    list it signed, against a malicious server)."""
     held = {u: (int(seed, 16), int(key, 16)) for u, seed, key in
             fields['held']}
+    signed = signed_list(self.round.paths, self.id) if (
+        self.round.paths.malicious_server) else None
     return secagg.MaskingState(self.sharing_state,
-                               tuple(fields['share_senders']), held)
+                               tuple(fields['share_senders']), held,
+                               signed=signed)
 
 
 def held_fields(masking):

@@ -45,6 +45,12 @@ class Keeper:
     except secure_sums.SecureSumError as e:
       raise round_pipeline.ClientDropped(round_pipeline.SECURE_INPUT,
                                          str(e)) from e
+    if secure_round.malicious_server:
+      try:
+        clients.claim_round(secure_round, client_id)
+      except secagg.ProtocolViolationError as e:
+        raise round_pipeline.ClientDropped(round_pipeline.SECURE_REPLAYED,
+                                           str(e)) from e
     advertisement = clients.client_of(the_round, client_id).advertisement
     arrays = tensor_io.flatten(plain) + tensor_io.flatten(value)
     self._clients.append(client_id)

@@ -111,3 +111,11 @@ def sharing_of(secure_round):
   the Relay published."""
   return _FILES.get(secure_round.sharing_path,
                     functools.partial(read_json, secure_round.storage))
+
+
+def signatures_of(secure_round):
+  """{contributor: its signature of the contributor list}, as the server
+  published them."""
+  return _FILES.get(secure_round.signatures_path, lambda path: {
+      u: bytes.fromhex(signature) for u, signature in read_json(
+          secure_round.storage, path)})

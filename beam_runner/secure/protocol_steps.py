@@ -72,9 +72,10 @@ class ShareKeysFn(_ClientStepFn):
 
 
 class UnmaskFn(_ClientStepFn):
-  """Each contributor's shares for the contributor list; a contributor
-  whose step fails goes silent (its input stays in the sum; the others'
-  shares unmask it if t of its holders answer)."""
+  """Each contributor's shares for the contributor list (against a
+  malicious server, only for the list it signed, carrying t signatures of
+  its members); a contributor whose step fails goes silent (its input stays
+  in the sum; the others' shares unmask it if t of its holders answer)."""
 
   STEP = 'responses'
 
@@ -83,9 +84,27 @@ class UnmaskFn(_ClientStepFn):
                               self._secure_round.held_path(key))
 
   def step(self, client, kept):
-    return [secagg.unmasking_shares(
-        client.kept(kept[client.id]),
-        messages.contributors_of(self._secure_round))]
+    secure_round = self._secure_round
+    signatures = messages.signatures_of(secure_round) if (
+        secure_round.malicious_server) else None
+    return [secagg.unmasking_shares(client.kept(kept[client.id]),
+                                    messages.contributors_of(secure_round),
+                                    signatures)]
+
+
+class SignFn(UnmaskFn):
+  """The consistency check: each contributor signs the contributor list,
+  after the checks it makes before unmasking, and records it beside its
+  secret (it signs one list a round)."""
+
+  STEP = 'signatures'
+
+  def step(self, client, kept):
+    contributors = messages.contributors_of(self._secure_round)
+    signed = secagg.sign_contributors(client.kept(kept[client.id]),
+                                      contributors)
+    clients.record_signed(self._secure_round, client.id, contributors)
+    return [signed]
 
 
 class MaskFn(_ClientStepFn):
@@ -306,3 +325,28 @@ class UnmaskRequestFn(round_pipeline.FormFn, _ServerStepFn):
       self._fail(stats, str(e))
       return
     yield from self._batches(set(contributors))
+
+
+class SignaturesFn(_ServerStepFn):
+  """Publishes the contributors' signatures of their list, if t or more
+  signed, and asks the signers to unmask."""
+
+  def process(self, signature_files):
+    secure = self._plan.secure
+    signatures = {m.sender: m.signature for path in signature_files
+                  if not path.endswith(messages.SILENT_SUFFIX)
+                  for m in messages.read_messages(self._storage, path)}
+    threshold = self._threshold()
+    if len(signatures) < threshold:
+      silent = messages.silent_clients(self._storage, signature_files)
+      why = '; '.join(f'{u}: {reason}' for u, reason in sorted(
+          silent.items())[:3])
+      self._fail(messages.read_json(self._storage, secure.stats_path),
+                 f'{len(signatures)} contributors signed their list, fewer '
+                 f'than the threshold {threshold}' + (
+                     f' (e.g. {why})' if why else ''))
+      return
+    self._storage.write_bytes(secure.signatures_path, json.dumps(
+        [[u, signature.hex()] for u, signature in signatures.items()]
+    ).encode())
+    yield from self._batches(set(signatures))

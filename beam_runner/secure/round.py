@@ -15,6 +15,9 @@ server (single steps after each combine).
          modular addition of masked inputs
       -> Unmask request (server): keeps the plain aggregate and the masked
          total (or fails the round below the threshold)
+      [-> Sign: against a malicious server (the default), each contributor
+         signs the contributor list -> Collect -> CheckSignatures (server):
+         publishes them if t or more signed]
       -> Unmask: each contributor's shares -> Collect
       -> Update (round_pipeline.UpdateFn): unmasks the sums, then report and
          update as in any round
@@ -75,8 +78,11 @@ class SecureRound:
   """One attempt's protocol: where its files are (small; pickled to
   workers), and the steps the round pipeline hands to it."""
 
-  def __init__(self, attempt, run_directory):
+  def __init__(self, attempt, run_directory, malicious_server=True):
     self.storage = attempt.storage  # Reaches every file below.
+    # The clients' policy (theirs, not the server's to set): against a
+    # malicious server, the protocol's active version.
+    self.malicious_server = malicious_server
     self.directory = attempt.secure_directory
     self.round_path = storage_lib.join(self.directory, 'round.json')
     self.roster_path = storage_lib.join(self.directory, 'roster.jsonl')
@@ -87,6 +93,8 @@ class SecureRound:
     self.contributors_path = storage_lib.join(self.directory,
                                           'contributors.json')
     self.sharing_path = storage_lib.join(self.directory, 'sharing.json')
+    self.signatures_path = storage_lib.join(self.directory,
+                                            'signatures.json')
     self.secrets_directory = storage_lib.join(run_directory,
                                               clients.SECRETS_DIR)
     self.round_id = f'{attempt.round}/{attempt.id}'
@@ -186,6 +194,12 @@ class SecureRound:
 
   def round_steps(self, source, plan, work, update):
     """The round's steps (see the module docstring)."""
+    consistency = [
+        steps.Spread('SignSpread'),
+        steps.Each('Sign', protocol_steps.SignFn(source, self)),
+        steps.Collect('Signatures'),
+        steps.Each('CheckSignatures', protocol_steps.SignaturesFn(plan)),
+    ] if self.malicious_server else []
     return [
         steps.Each('Work', work),
         steps.Combine('Aggregate', round_pipeline.AggregateFn(source)),
@@ -199,6 +213,7 @@ class SecureRound:
         steps.Combine('MaskedSum', protocol_steps.MaskedSumFn(source, self)),
         steps.Each('UnmaskRequest',
                    protocol_steps.UnmaskRequestFn(source, plan)),
+    ] + consistency + [
         steps.Spread('UnmaskSpread'),
         steps.Each('Unmask', protocol_steps.UnmaskFn(source, self)),
         steps.Collect('Responses'),

@@ -127,11 +127,18 @@ def test_secure_rounds_on_s3_are_bit_exact(s3):
                               clients_per_round=6, rtol=0, atol=0,
                               clients_per_element=3, output_dir=run,
                               pipeline_options=s3.options())
-  sampled = set(beam_runner.RunDir(run).clients(1)) | set(
-      beam_runner.RunDir(run).clients(2))
+  rounds = [beam_runner.RunDir(run).clients(r) for r in (1, 2)]
+  sampled = sorted(set(rounds[0]) | set(rounds[1]))
   files = storage.list_files(run)
-  assert sorted(f for f in files if f.startswith('client_secrets/')) == [
-      f'client_secrets/{c}.key' for c in sorted(sampled)]
+  secrets = sorted(f for f in files if f.startswith('client_secrets/'))
+  assert [f for f in secrets if f.endswith('.key')] == [
+      f'client_secrets/{c}.key' for c in sampled]
+  # Enrolled in the trust store; each served round and signed list kept.
+  assert [f for f in secrets if '/identities/' in f] == [
+      f'client_secrets/identities/{c}.pub' for c in sampled]
+  for kind in ('served', 'signed'):
+    assert len([f for f in secrets if f'/{kind}/' in f]) == sum(
+        map(len, rounds))
   assert not [f for f in files if '/secure/' in f]
 
 

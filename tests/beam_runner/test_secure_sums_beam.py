@@ -104,8 +104,19 @@ def test_the_aggregation_sees_only_masked_inputs(monkeypatch, tmp_path):
   attempt = run_dir.RunDir(tmp_path / 'run').attempt(1)
   assert storage.exists(attempt.state_path)
   assert not os.path.exists(attempt.secure_directory)
-  secrets = os.listdir(tmp_path / 'run' / 'client_secrets')
-  assert sorted(secrets) == sorted(f'{c}.key' for c in data)
+  # Against a malicious server (the default) each client is enrolled in
+  # the trust store and remembers the round it served and the list it
+  # signed, all on its side.
+  secrets = tmp_path / 'run' / 'client_secrets'
+  assert sorted(p.name for p in secrets.glob('*.key')) == sorted(
+      f'{c}.key' for c in data)
+  assert sorted(p.name for p in (secrets / 'identities').iterdir()) == sorted(
+      f'{c}.pub' for c in data)
+  for c in data:
+    (served,) = os.listdir(secrets / 'served' / c)
+    assert served.startswith('1-')  # round 1's attempt
+    (signed,) = (secrets / 'signed' / c).iterdir()
+    assert json.loads(signed.read_text()) == sorted(data)
 
 
 def test_a_round_of_one_client_sums_it_alone(tmp_path):
@@ -161,10 +172,27 @@ def test_a_threshold_that_cannot_be_met_or_means_nothing_is_refused(tmp_path):
   with pytest.raises(ValueError, match='secure_threshold must be an integer '
                                        'of at least 1'):
     beam_runner.run(form, _data(4), 1, 4, tmp_path / 'b', secure_threshold=0)
+  with pytest.raises(ValueError, match='secure_threshold 2 is not more than '
+                     'half of the 4 clients holding each client'):
+    beam_runner.run(form, _data(4), 1, 4, tmp_path / 'd', secure_threshold=2)
+  with pytest.raises(ValueError, match='secure_threshold 2 is not more than '
+                     'half of the 5 clients'):  # 4 ring neighbors and itself.
+    beam_runner.run(form, _data(9), 1, 9, tmp_path / 'e', secure_threshold=2,
+                    secure_neighbors=4)
+  with pytest.raises(ValueError, match="secure_server must be one of "
+                     "malicious, honest, got 'curious'"):
+    beam_runner.run(form, _data(4), 1, 4, tmp_path / 'f',
+                    secure_server='curious')
   plain = compiler.compile(_plain_process())
-  with pytest.raises(form_lib.FormError, match='has no secure sums'):
-    beam_runner.run(plain, _data(4), 1, 4, tmp_path / 'c', secure_threshold=2)
+  for kwargs in ({'secure_threshold': 3}, {'secure_server': 'honest'}):
+    with pytest.raises(form_lib.FormError, match='has no secure sums'):
+      beam_runner.run(plain, _data(4), 1, 4, tmp_path / 'c', **kwargs)
   assert not list(tmp_path.glob('*/rounds'))  # Nothing written.
+  # A server one trusts may have half the clients unmask.
+  result = beam_runner.run(form, _data(4), 1, 4, tmp_path / 'g',
+                           secure_threshold=2, secure_server='honest',
+                           progress=QUIET)
+  assert result.outcomes[0]['secure_aggregation']['threshold'] == 2
 
 
 def test_ring_neighbors_sum_exactly_and_share_with_neighbors_only(

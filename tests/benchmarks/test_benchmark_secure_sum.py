@@ -35,6 +35,12 @@ def test_quick_secure_sum_benchmark_writes_its_rows(tmp_path):
     # 16-bit inputs of 6 clients: each value masked at 16 + 3 bits.
     assert row['masked_input_bits'] == 8 * 19
     assert row['plain_bits'] == 8 * 32
+    # The semi-honest protocol: timed too, and fewer bits (no signatures).
+    assert 0 < row['honest_seconds'] < 60
+    assert row['malicious_over_honest'] == pytest.approx(
+        row['secure_seconds'] / row['honest_seconds'])
+    assert row['honest_bits_sent'] < row['protocol_bits_sent']
+    assert row['honest_bits_received'] < row['protocol_bits_received']
   # With k = 2 a client shares with 2 neighbours instead of 5 peers.
   assert rows[1]['protocol_bits_sent'] < rows[0]['protocol_bits_sent']
   assert 'target: secure <= 2.0x plain' not in run.stdout  # Not 100 clients.
