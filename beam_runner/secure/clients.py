@@ -55,9 +55,12 @@ def _client_path(secure_round, directory, client_id, *names):
 
 
 def _create_once(storage, path, data):
-  """Writes `data` create-only; True if this call wrote it, False if the
-  same bytes were there (a step retried), an error naming the file if
-  other bytes were."""
+  """Writes `data` create-only unless the same bytes are there (a step
+  retried; a client enrolled before); False if other bytes are."""
+  try:
+    return storage.read_bytes(path) == data
+  except storage_lib.NotFound:
+    pass
   try:
     storage.create_only(path, data)
     return True

@@ -398,24 +398,27 @@ def _checked_contributors(state, contributors):
 
 def _check_signed(state, contributors, signatures):
   """Against a malicious server: this client signed this very list, and at
-  least t of its members did (signatures the trust store refuses, or of
-  clients not on the list, do not count)."""
+  least t of the clients holding its shares (itself and its neighbors,
+  everyone in a complete round: Bell et al.'s check) did, as members of the
+  list. Signatures the trust store refuses do not count."""
   keys = state.sharing.keys
   me, config = keys.client_id, keys.config
   if state.signed != contributors:
     raise ProtocolViolationError(
         f'client {me!r}: asked to unmask a contributor list it did not sign')
+  signatures = dict(signatures or {})
   label = identity_lib.contributors_label(config.round_id, contributors)
+  holders = (state.sharing.neighborhoods[me] | {me}) & contributors
   valid = 0
-  for u, signature in sorted(dict(signatures or {}).items()):
-    if u in contributors and keys.trust.verifies(u, signature, *label):
+  for u in sorted(holders):
+    if keys.trust.verifies(u, signatures.get(u), *label):
       valid += 1
       if valid == config.threshold:
         return
   raise ProtocolViolationError(
       f'client {me!r}: the contributor list carries {valid} valid '
-      f'signatures of its members, fewer than the threshold '
-      f'{config.threshold}; no share is revealed')
+      f'signatures of its members holding its shares, fewer than the '
+      f'threshold {config.threshold}; no share is revealed')
 
 
 def unmasking_shares(state, contributors, signatures=None):

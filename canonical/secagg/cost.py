@@ -37,8 +37,8 @@ def client_cost_bits(config, num_clients, id_bits=64,
   clients' ids (`id_bits` each: `messages.id_bits`; it places itself on the
   ring); shares go to and come from its neighbors only. Against a malicious
   server each advertisement carries a signature, and the consistency check
-  adds one signature sent and, with the contributor list, every
-  contributor's received."""
+  adds one signature sent and, with the contributor list, the signatures of
+  the clients holding its shares received."""
   others = num_clients - 1
   peers = others if graph.is_complete(config.neighbors, num_clients) else (
       config.neighbors)
@@ -52,7 +52,8 @@ def client_cost_bits(config, num_clients, id_bits=64,
       messages.MASKED_INPUT: StepBits(masked_input_bits(config), 0),
       messages.CONSISTENCY: StepBits(signature_bits, 0),
       messages.UNMASKING: StepBits((peers + 1) * shamir.FIELD_BITS,
-                                   num_clients * (1 + signature_bits)),
+                                   num_clients +
+                                   (peers + 1) * signature_bits),
   }
 
 

@@ -148,9 +148,10 @@ def secure_sum_round(client_inputs, moduli, threshold, *,
       to_server.append(signed)
       signatures[u] = signed.signature
     server.check_survivors(messages.CONSISTENCY, len(signatures), threshold)
-    for u in answering:
-      to_clients.append(messages.SignedContributors(u, contributors,
-                                                    signatures))
+    hoods = graph.neighborhoods(config, roster_lib.index(roster))
+    for u in answering:  # Each gets the signatures of its shares' holders.
+      to_clients.append(messages.SignedContributors(u, contributors, {
+          v: s for v, s in signatures.items() if v in hoods[u] | {u}}))
   for u in answering:
     response = client.unmasking_shares(masking[u], contributors, signatures)
     to_server.append(response)
