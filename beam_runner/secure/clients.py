@@ -49,9 +49,11 @@ def _secret(secure_round, client_id):
   return storage.read_bytes(path)
 
 
-def _client_path(secure_round, directory, client_id, *names):
+def _round_record(secure_round, directory, client_id, suffix=''):
+  """Where a client keeps what it did in this round (`served/`, `signed/`)."""
   return storage_lib.join(secure_round.secrets_directory, directory,
-                          client_data.file_name(client_id), *names)
+                          client_data.file_name(client_id),
+                          secure_round.round_id.replace('/', '-') + suffix)
 
 
 def _create_once(storage, path, data):
@@ -83,8 +85,8 @@ def enroll(secure_round, client_id, secret):
 
 class TrustStore:
   """The trust store as files, one per enrolled client, read as the round's
-  advertisements name them (and kept by each worker: identities do not
-  change)."""
+  advertisements name them (and kept by each worker once found: identities
+  do not change)."""
 
   _KEYS = messages.Cache(1 << 16)
 
@@ -92,18 +94,16 @@ class TrustStore:
     self._secure_round = secure_round
 
   def _store(self, client_id):
+    """The client's enrolled key as a one-entry store, or None (looked for
+    again next time: it may enroll later)."""
     path = storage_lib.join(self._secure_round.secrets_directory,
                             IDENTITIES_DIR,
                             client_data.file_name(client_id) + '.pub')
-
-    def load(_):
-      try:
-        return secagg.identity.TrustStore(
-            {client_id: self._secure_round.storage.read_bytes(path)})
-      except (storage_lib.NotFound, secagg.SecAggError):
-        return None
-
-    return self._KEYS.get(path, load)
+    try:
+      return self._KEYS.get(path, lambda _: secagg.identity.TrustStore(
+          {client_id: self._secure_round.storage.read_bytes(path)}))
+    except (storage_lib.NotFound, secagg.SecAggError):
+      return None
 
   def __contains__(self, client_id):
     return self._store(client_id) is not None
@@ -117,8 +117,7 @@ class TrustStore:
 def claim_round(secure_round, client_id):
   """Records that the client serves this round; ProtocolViolationError if
   it served the round id before (a replay)."""
-  path = _client_path(secure_round, SERVED_DIR, client_id,
-                      secure_round.round_id.replace('/', '-'))
+  path = _round_record(secure_round, SERVED_DIR, client_id)
   try:
     secure_round.storage.create_only(path, b'')
   except storage_lib.AlreadyExists:
@@ -131,8 +130,7 @@ def claim_round(secure_round, client_id):
 def record_signed(secure_round, client_id, contributors):
   """Records the contributor list the client signs this round (one list a
   round, kept beside its secret); ProtocolViolationError for another."""
-  path = _client_path(secure_round, SIGNED_DIR, client_id,
-                      secure_round.round_id.replace('/', '-') + '.json')
+  path = _round_record(secure_round, SIGNED_DIR, client_id, '.json')
   data = json.dumps(sorted(contributors)).encode()
   if not _create_once(secure_round.storage, path, data):
     raise secagg.ProtocolViolationError(
@@ -142,8 +140,7 @@ def record_signed(secure_round, client_id, contributors):
 
 def signed_list(secure_round, client_id):
   """The contributor list the client signed this round, or None."""
-  path = _client_path(secure_round, SIGNED_DIR, client_id,
-                      secure_round.round_id.replace('/', '-') + '.json')
+  path = _round_record(secure_round, SIGNED_DIR, client_id, '.json')
   try:
     return frozenset(json.loads(secure_round.storage.read_bytes(path)))
   except storage_lib.NotFound:
