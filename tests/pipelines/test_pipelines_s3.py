@@ -142,7 +142,7 @@ def test_prepare_data_command_writes_to_s3(s3):
 
 @pytest.mark.parametrize('main', [prepare_data.main, fedavg.main])
 def test_a_missing_bucket_is_one_error_line(s3, main, capsys):
-  code = main(['--dataset', 'digits', '--num-clients', '5', '--output-dir',
+  code = main(['--dataset', 'digits', '--num-clients', '10', '--output-dir',
                's3://no-such-bucket-here/out', *s3.flags()])
   err = capsys.readouterr().err
   assert code == 2
