@@ -102,8 +102,8 @@ def _check_secure_server(secure_server, threshold, neighbors, clients):
         f'{secure_server!r}.')
   if secure_server != 'malicious' or threshold is None:
     return
-  holders = min(clients, secagg_graph.resolve(neighbors, clients) + 1) if (
-      neighbors is not None) else clients
+  holders = secagg_graph.holders(clients,
+                                 secagg_graph.resolve(neighbors, clients))
   if 2 * threshold <= holders:
     raise errors.InvalidValueError(
         f'secure_threshold {threshold} is not more than half of the '

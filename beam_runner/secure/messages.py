@@ -117,5 +117,5 @@ def signatures_of(secure_round):
   """{contributor: its signature of the contributor list}, as the server
   published them."""
   return _FILES.get(secure_round.signatures_path, lambda path: {
-      u: bytes.fromhex(signature) for u, signature in read_json(
-          secure_round.storage, path)})
+      m.sender: m.signature for m in read_messages(secure_round.storage,
+                                                   path)})

@@ -71,17 +71,22 @@ class ShareKeysFn(_ClientStepFn):
     return client.share_keys()[1]
 
 
-class UnmaskFn(_ClientStepFn):
+class _ContributorStepFn(_ClientStepFn):
+  """A step of the contributors, from the shares each holds (its batch's
+  held file, written when it masked)."""
+
+  def batch_state(self, key):
+    return messages.read_json(self._secure_round.storage,
+                              self._secure_round.held_path(key))
+
+
+class UnmaskFn(_ContributorStepFn):
   """Each contributor's shares for the contributor list (against a
   malicious server, only for the list it signed, carrying t signatures of
   its members); a contributor whose step fails goes silent (its input stays
   in the sum; the others' shares unmask it if t of its holders answer)."""
 
   STEP = 'responses'
-
-  def batch_state(self, key):
-    return messages.read_json(self._secure_round.storage,
-                              self._secure_round.held_path(key))
 
   def step(self, client, kept):
     secure_round = self._secure_round
@@ -92,7 +97,7 @@ class UnmaskFn(_ClientStepFn):
                                     signatures)]
 
 
-class SignFn(UnmaskFn):
+class SignFn(_ContributorStepFn):
   """The consistency check: each contributor signs the contributor list,
   after the checks it makes before unmasking, and records it beside its
   secret (it signs one list a round)."""
@@ -333,9 +338,9 @@ class SignaturesFn(_ServerStepFn):
 
   def process(self, signature_files):
     secure = self._plan.secure
-    signatures = {m.sender: m.signature for path in signature_files
+    signatures = [m for path in signature_files
                   if not path.endswith(messages.SILENT_SUFFIX)
-                  for m in messages.read_messages(self._storage, path)}
+                  for m in messages.read_messages(self._storage, path)]
     threshold = self._threshold()
     if len(signatures) < threshold:
       silent = messages.silent_clients(self._storage, signature_files)
@@ -346,7 +351,5 @@ class SignaturesFn(_ServerStepFn):
                  f'than the threshold {threshold}' + (
                      f' (e.g. {why})' if why else ''))
       return
-    self._storage.write_bytes(secure.signatures_path, json.dumps(
-        [[u, signature.hex()] for u, signature in signatures.items()]
-    ).encode())
-    yield from self._batches(set(signatures))
+    messages.write_messages(self._storage, secure.signatures_path, signatures)
+    yield from self._batches({m.sender for m in signatures})

@@ -94,7 +94,7 @@ class SecureRound:
                                           'contributors.json')
     self.sharing_path = storage_lib.join(self.directory, 'sharing.json')
     self.signatures_path = storage_lib.join(self.directory,
-                                            'signatures.json')
+                                            'signatures.jsonl')
     self.secrets_directory = storage_lib.join(run_directory,
                                               clients.SECRETS_DIR)
     self.round_id = f'{attempt.round}/{attempt.id}'

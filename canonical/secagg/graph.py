@@ -45,12 +45,16 @@ def from_text(text):
   return int(text)
 
 
+def holders(num_clients, neighbors=None):
+  """How many clients hold each client's shares: the round's, or a client's
+  k neighbors and itself."""
+  return num_clients if neighbors is None else min(num_clients,
+                                                   neighbors + 1)
+
+
 def majority_threshold(num_clients, neighbors=None):
-  """A majority of the clients that hold each client's shares: of the
-  round's clients, or of a client's k neighbors and itself."""
-  holders = num_clients if neighbors is None else min(num_clients,
-                                                      neighbors + 1)
-  return holders // 2 + 1
+  """A majority of the clients that hold each client's shares."""
+  return holders(num_clients, neighbors) // 2 + 1
 
 
 def check_neighbors(neighbors):

@@ -10,6 +10,7 @@ import canonical as cf
 from canonical import aggregators
 from canonical.core import computations
 from canonical.core import types as ft
+from canonical.executors import compiled
 from canonical import learning
 from canonical.learning import algorithms
 from canonical.learning import framework
@@ -135,6 +136,8 @@ def _run_rounds_against_reference(process, form, clients, rounds, seeds):
 
 def test_plain_fedavg_compiled_matches_reference(plain):
   process, form = plain
+  # TFF's process: its `next` runs the compiled round, not the reference.
+  assert compiled.compiled_round(process.next) is not None
   state, history = _run_rounds_against_reference(
       process, form, _clients(), rounds=2, seeds=(1, 7))
   assert not np.array_equal(state.global_model_weights.trainable[2],
