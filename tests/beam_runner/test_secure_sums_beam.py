@@ -176,6 +176,10 @@ def test_a_threshold_that_cannot_be_met_or_means_nothing_is_refused(tmp_path):
                      'half of the 4 clients holding each client'):
     beam_runner.run(form, _data(4), 1, 4, tmp_path / 'd', secure_threshold=2)
   with pytest.raises(ValueError, match='secure_threshold 2 is not more than '
+                     'half of the 4 clients'):  # 'auto': the complete graph.
+    beam_runner.run(form, _data(4), 1, 4, tmp_path / 'd', secure_threshold=2,
+                    secure_neighbors='auto')
+  with pytest.raises(ValueError, match='secure_threshold 2 is not more than '
                      'half of the 5 clients'):  # 4 ring neighbors and itself.
     beam_runner.run(form, _data(9), 1, 9, tmp_path / 'e', secure_threshold=2,
                     secure_neighbors=4)
