@@ -64,21 +64,108 @@ def check_noise_multiplier(noise_multiplier):
   return value
 
 
+# What each mechanism's `parameters` must hold (`coefficients`: banded only).
+MECHANISMS = {
+    'gaussian': (),
+    'distributed_dgauss': ('local_stddev', 'l2_sensitivity', 'dimension',
+                           'clients'),
+    'distributed_skellam': ('local_stddev', 'l2_sensitivity',
+                            'l1_sensitivity', 'dimension', 'clients'),
+    'tree': ('restart_warmup', 'restart_frequency'),
+    'banded': (),
+}
+# Mechanisms whose noise is correlated across rounds: a run is accounted as
+# one Gaussian mechanism over all its rounds, not round by round.
+CORRELATED = ('tree', 'banded')
+
+
 @dataclasses.dataclass(frozen=True)
 class Release:
-  """One Gaussian release of a round: `source` says which aggregator, and
-  `noise_multiplier` its stddev over one client's L2 contribution."""
+  """One release of a round: `source` says which aggregator, `mechanism`
+  how it is noised and `noise_multiplier` its noise stddev over one client's
+  L2 contribution (for distributed DP, the central-equivalent one).
+
+  | mechanism             | parameters / coefficients                       |
+  | gaussian              | - (independent Gaussian noise each round)       |
+  | distributed_dgauss,   | each client's discrete noise `local_stddev`,    |
+  | distributed_skellam   | the `l2_sensitivity` (and `l1_sensitivity`) of  |
+  |                       | one client in the same integer units,           |
+  |                       | `dimension`, the `clients` whose noise sums     |
+  | tree                  | DP-FTRL's tree over rounds, restarted after     |
+  |                       | `restart_warmup` then every `restart_frequency` |
+  |                       | rounds (0: never)                               |
+  | banded                | banded Toeplitz DP-FTRL: `coefficients` c_0..   |
+  |                       | c_(b-1) of the strategy matrix, unit column     |
+  """
   source: str
   noise_multiplier: float
+  mechanism: str = 'gaussian'
+  parameters: dict = dataclasses.field(default_factory=dict)
+  coefficients: tuple = ()
 
   def __post_init__(self):
     object.__setattr__(self, 'noise_multiplier',
                        check_noise_multiplier(self.noise_multiplier))
+    where = f'canonical.privacy: release {self.source!r}'
+    if self.mechanism not in MECHANISMS:
+      raise errors.InvalidValueError(
+          f'{where}: mechanism must be one of {", ".join(MECHANISMS)}, got '
+          f'{self.mechanism!r}.')
+    parameters = dict(self.parameters or {})
+    needed = MECHANISMS[self.mechanism]
+    if sorted(parameters) != sorted(needed):
+      raise errors.InvalidValueError(
+          f'{where}: a {self.mechanism} release needs parameters '
+          f'{list(needed)}, got {sorted(parameters)}.')
+    for name, value in parameters.items():
+      if isinstance(value, bool) or not isinstance(value, numbers.Real) or (
+          not 0 <= value < math.inf):
+        raise errors.InvalidValueError(
+            f'{where}: parameter {name} must be a finite number >= 0, got '
+            f'{value!r}.')
+      parameters[name] = float(value)
+    object.__setattr__(self, 'parameters', parameters)
+    coefficients = tuple(float(c) for c in self.coefficients)
+    if (self.mechanism == 'banded') != bool(coefficients) or not all(
+        math.isfinite(c) for c in coefficients):
+      raise errors.InvalidValueError(
+          f'{where}: finite coefficients are for banded releases only, and a '
+          f'banded release needs them; got {self.coefficients!r}.')
+    object.__setattr__(self, 'coefficients', coefficients)
+
+  @classmethod
+  def of_message(cls, message):
+    """The release a `fedcanon.PrivacyRelease` message says."""
+    return cls(message.source, message.noise_multiplier,
+               message.mechanism or 'gaussian', dict(message.parameters),
+               tuple(message.coefficients))
+
+  def __hash__(self):
+    return hash((self.source, self.noise_multiplier, self.mechanism,
+                 tuple(sorted(self.parameters.items())), self.coefficients))
+
+  @property
+  def correlated(self):
+    return self.mechanism in CORRELATED
 
   def describe(self):
-    return f'{self.source}: Gaussian, noise multiplier {self.noise_multiplier:g}'
+    text = f'{self.source}: {self.mechanism.replace("_", " ")}'
+    text = text.replace('gaussian', 'Gaussian', 1)
+    text += f', noise multiplier {self.noise_multiplier:g}'
+    if self.mechanism.startswith('distributed'):
+      text += (f' ({self.parameters["clients"]:g} clients, local stddev '
+               f'{self.parameters["local_stddev"]:g})')
+    elif self.mechanism == 'tree' and self.parameters['restart_frequency']:
+      text += (f', restarted after {self.parameters["restart_warmup"]:g} '
+               f'then every {self.parameters["restart_frequency"]:g} rounds')
+    elif self.mechanism == 'banded':
+      text += f', {len(self.coefficients)} bands'
+    return text
 
 
 def round_noise_multiplier(releases):
-  """One round's releases as one Gaussian mechanism's multiplier."""
-  return combined_noise_multiplier([r.noise_multiplier for r in releases])
+  """One round's independent Gaussian releases as one Gaussian mechanism's
+  multiplier (None when it has none)."""
+  gaussian = [r.noise_multiplier for r in releases
+              if r.mechanism == 'gaussian']
+  return combined_noise_multiplier(gaussian) if gaussian else None

@@ -12,8 +12,10 @@ from canonical.errors import FormError
 MAGIC = b'FEDCANON'
 # The newest version this loader reads. A form is written at the least
 # version that holds all it says: 2 when it has privacy releases (an older
-# loader would run it without accounting them), else FIRST_VERSION.
-FORMAT_VERSION = 2
+# loader would run it without accounting them), 3 when one is not an
+# independent Gaussian (a version-2 loader would account it as one), else
+# FIRST_VERSION.
+FORMAT_VERSION = 3
 FIRST_VERSION = 1
 _HEADER = struct.Struct('<8sIQ32s')  # magic, version, payload length, sha256
 HEADER_BYTES = _HEADER.size

@@ -55,8 +55,10 @@ def to_proto(form):
   for tensor, encoder in form.encoders.items():
     proto.encoders.add(tensor=str(tensor), encoder=str(encoder))
   for release in form.privacy_releases:
-    proto.privacy_releases.add(source=release.source,
-                               noise_multiplier=release.noise_multiplier)
+    proto.privacy_releases.add(
+        source=release.source, noise_multiplier=release.noise_multiplier,
+        mechanism='' if release.mechanism == 'gaussian' else release.mechanism,
+        parameters=release.parameters, coefficients=release.coefficients)
   for entry in form.secure_sums:
     proto.secure_sums.add(
         kind=entry.kind, static_parameters=entry.static_parameters or (),
@@ -69,6 +71,8 @@ def to_proto(form):
 
 
 def _format_version(form):
+  if any(r.mechanism != 'gaussian' for r in form.privacy_releases):
+    return 3
   return 2 if form.privacy_releases else envelope.FIRST_VERSION
 
 
@@ -101,6 +105,10 @@ def parse(data, where='form'):
   if proto.privacy_releases and version < 2:
     raise FormError(f'{where}: privacy releases in a format version '
                     f'{version} form (they came in version 2).')
+  if version < 3 and any(r.mechanism for r in proto.privacy_releases):
+    raise FormError(f'{where}: a privacy release other than Gaussian in a '
+                    f'format version {version} form (they came in version '
+                    '3).')
   names = [p.name for p in proto.pieces]
   for name in names:
     if name not in REQUIRED_PIECES + OPTIONAL_PIECES:
@@ -144,7 +152,7 @@ def from_bytes(data: bytes, where: str = 'form', allow_ops: Iterable[str] = (),
 
 def _release(proto, where):
   try:
-    return privacy_releases.Release(proto.source, proto.noise_multiplier)
+    return privacy_releases.Release.of_message(proto)
   except errors.InvalidValueError as e:
     raise FormError(f'{where}: privacy release {proto.source!r}: {e}'
                     ) from None

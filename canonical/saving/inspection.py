@@ -103,8 +103,8 @@ def describe(proto, where, size, leaves=None):
   else:
     lines.append('  encoders: none')
   for release in proto.privacy_releases:
-    lines.append('  differential privacy, each round: ' + privacy_releases.Release(
-        release.source, release.noise_multiplier).describe())
+    lines.append('  differential privacy, each round: ' +
+                 privacy_releases.Release.of_message(release).describe())
   for op, pieces in sorted(refused.items()):
     lines.append(f'  refused by default: op {op!r} in '
                  f'{", ".join(sorted(pieces))} (load with allow_ops)')

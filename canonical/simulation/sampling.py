@@ -13,13 +13,28 @@ SAMPLINGS = {
     'fixed': 'exactly clients_per_round clients, without replacement',
     'poisson': 'each client independently with probability clients_per_round '
                '/ clients (what DP-FedAvg\'s privacy accounting assumes)',
+    'cyclic': 'the clients shuffled once by the seed and cut into '
+              'clients // clients_per_round groups taken in turn: each client '
+              'once every that many rounds (DP-FTRL\'s epochs, without '
+              'sampling)',
 }
+
+
+def cyclic_groups(population, clients_per_round):
+  """How many groups `sampling='cyclic'` cuts a population into: each client
+  takes part once every that many rounds."""
+  return max(1, population // max(1, clients_per_round))
 
 
 def sample_clients(client_ids, clients_per_round, seed, round_number,
                    sampling='fixed'):
   """The ids sampled in a round: a pure function of ids, seed and round."""
   client_ids = sorted(client_ids)
+  if sampling == 'cyclic':
+    groups = cyclic_groups(len(client_ids), clients_per_round)
+    order = np.random.default_rng([seed]).permutation(len(client_ids))
+    return [client_ids[i] for i in sorted(
+        np.array_split(order, groups)[round_number % groups])]
   rng = np.random.default_rng([seed, round_number])
   if sampling == 'poisson':
     probability = min(1.0, clients_per_round / len(client_ids))
