@@ -55,10 +55,12 @@ def _parser():
   run.add_argument('--seed', type=int, default=0, help='sampling seed')
   run.add_argument('--min-clients', type=int, default=1,
                    help='fail a round if fewer clients succeed')
-  run.add_argument('--sampling', default='fixed', choices=('fixed', 'poisson'),
+  run.add_argument('--sampling', default='fixed',
+                   choices=('fixed', 'poisson', 'cyclic'),
                    help='fixed: exactly --clients-per-round clients a round; '
                    'poisson: each client with probability clients-per-round '
-                   '/ clients (what DP accounting assumes)')
+                   '/ clients (what DP accounting assumes); cyclic: the '
+                   'clients cut into groups taken in turn (DP-FTRL)')
   run.add_argument('--secure-threshold', type=int, default=None,
                    help='a form with secure sums: clients that must send '
                    'masked inputs for a round to unmask them (default: a '

@@ -49,6 +49,7 @@ from pipelines import encoder_choice
 from pipelines.fedavg_config import Config
 from pipelines.fedavg_config import ConfigError
 from pipelines.fedavg_config import DATA_DIR  # pylint: disable=unused-import
+from pipelines.fedavg_config import DP_MECHANISMS
 from pipelines.fedavg_config import MODELS
 from pipelines.fedavg_config import OUTPUT_ROOT
 from pipelines.fedavg_config import TFF_AGGREGATORS
@@ -138,7 +139,7 @@ def run_experiment(config, pipeline_options=None, print_fn=print,
         runner_progress or (lambda line: None),
         dict(rounds_per_pipeline=rounds_per_pipeline,
              clients_per_element=clients_per_element,
-             sampling='poisson' if config.private else 'fixed',
+             sampling=config.sampling,
              privacy_delta=config.delta,
              secure_neighbors=config.runner_secure_neighbors))
   manifest = prepared.manifest
@@ -171,12 +172,32 @@ def _compile(config, prepared, output_dir, print_fn, storage):
            f'{config.broadcast_encoder}, aggregation {_aggregation(config)}')
   noise_seed = _noise_seed(output_dir, storage) if config.private else None
   form = canonical.compile(build_process(config, model, noise_seed))
+  _check_plan(config, form)
   form_path = canonical.save(form, storage_lib.join(output_dir, FORM_FILE),
                              storage)
   print_fn(f'form: {form_path}; per client: broadcast '
            f'{reporting.human_bits(form.broadcast_bits)}, aggregated '
            f'{reporting.human_bits(form.aggregated_bits)}')
   return model_name, model, form, form_path
+
+
+def _check_plan(config, form):
+  """--target-epsilon against what the form's releases spend over
+  --rounds (DP-FedAvg's Gaussian plan is checked with the flags)."""
+  if config.target_epsilon is None or config.dp_mechanism == 'gaussian':
+    return
+  from canonical.privacy import spending  # pylint: disable=g-import-not-at-top
+  spent = spending.spent(
+      form.privacy_releases, sampling=config.sampling,
+      clients_per_round=config.clients_per_round,
+      population=config.num_clients, rounds=config.rounds,
+      delta=config.delta)['epsilon']
+  if spent > config.target_epsilon:
+    raise ConfigError(
+        f'--dp-mechanism {config.dp_mechanism}: {config.rounds} rounds at '
+        f'noise multiplier {config.noise_multiplier:g} spend epsilon '
+        f'{spent:.4g} at delta {config.delta:g}, above --target-epsilon '
+        f'{config.target_epsilon:g}.')
 
 
 def _noise_seed(output_dir, storage):
@@ -248,6 +269,10 @@ def _aggregation(config):
             f'sampling q={config.sampling_probability:g})')
   if config.tff_aggregator is not None:
     return f"TFF's FedAvg with the {config.tff_aggregator} aggregator"
+  if config.private and config.dp_mechanism != 'gaussian':
+    return (f'{DP_MECHANISMS[config.dp_mechanism]} (noise multiplier '
+            f'{config.noise_multiplier:g}, clip {config.clip:g}, '
+            f'{config.sampling} sampling)')
   if config.private:
     clip = 'adaptive clip from' if config.adaptive_clip else 'clip'
     through = ''
@@ -375,6 +400,18 @@ def build_parser(prog='python -m pipelines.fedavg'):
   private.add_argument('--adaptive-clip', action='store_true',
                        help='let the clip follow the median update norm '
                        '(its noisy count costs privacy too)')
+  private.add_argument('--dp-mechanism', default=defaults.dp_mechanism,
+                       choices=tuple(DP_MECHANISMS),
+                       help='how the noise is made: ' + '; '.join(
+                           f'{k}: {v}' for k, v in DP_MECHANISMS.items()) +
+                       ' (tree and banded sample clients cyclically)')
+  private.add_argument('--bands', type=int, default=defaults.bands,
+                       help='--dp-mechanism banded: the strategy\'s bands '
+                       '(at most the clients // clients-per-round groups for '
+                       'the tightest accounting)')
+  private.add_argument('--ddp-bits', type=int, default=defaults.ddp_bits,
+                       help='--dp-mechanism distributed_*: bits of the '
+                       'secure sum (TFF\'s bits)')
   private.add_argument('--target-epsilon', type=float, default=None,
                        help='refuse a run whose epsilon after --rounds would '
                        'pass this')

@@ -16,6 +16,18 @@ MODELS = ('cnn_28x28', 'small_8x8')
 # --tff-aggregator: TFF 0.87's model aggregators for its FedAvg
 # (`tff_aggregator`); dp (with --noise-multiplier) runs its unweighted FedAvg.
 TFF_AGGREGATORS = ('mean', 'compression', 'robust', 'secure', 'dp')
+# --dp-mechanism: how --noise-multiplier noises the mean, and how the run
+# samples clients so that it can be accounted (`sampling`).
+DP_MECHANISMS = {
+    'gaussian': 'DP-FedAvg: independent Gaussian noise each round',
+    'tree': 'DP-FTRL: tree aggregation (TFF\'s tree_aggregation, '
+            'tree_adaptive with --adaptive-clip)',
+    'banded': 'DP-FTRL: banded matrix factorization (--bands)',
+    'distributed_skellam': 'distributed DP: Skellam noise at each client, '
+                           'summed by secure aggregation',
+    'distributed_dgauss': 'distributed DP: discrete Gaussian noise at each '
+                          'client, summed by secure aggregation',
+}
 
 # Defaults that depend on the dataset: the digits are few (1,437 training
 # examples, ~72 per client), so each client makes more, larger steps.
@@ -74,6 +86,9 @@ class Config:
   noise_multiplier: float = None
   clip: float = 1.0
   adaptive_clip: bool = False
+  dp_mechanism: str = 'gaussian'
+  bands: int = 4  # --dp-mechanism banded: its strategy's bands.
+  ddp_bits: int = 20  # --dp-mechanism distributed_*: the secure sum's bits.
   target_epsilon: float = None
   delta: float = 1e-5
   eval_every: int = 1
@@ -192,12 +207,37 @@ class Config:
     return aggregators.round_noise_multiplier(
         self.noise_multiplier, self.clients_per_round, self.adaptive_clip)
 
+  @property
+  def sampling(self):
+    """How the runner samples clients: cyclic for DP-FTRL (its accounting
+    needs returns bounded), Poisson for the other DP, else fixed."""
+    if not self.private:
+      return 'fixed'
+    return 'cyclic' if self.dp_mechanism in ('tree', 'banded') else 'poisson'
+
   def _check_privacy(self):
     if not self.private:
-      if self.target_epsilon is not None or self.adaptive_clip:
-        raise ConfigError('--target-epsilon and --adaptive-clip need '
-                          '--noise-multiplier (DP-FedAvg).')
+      if self.target_epsilon is not None or self.adaptive_clip or (
+          self.dp_mechanism != 'gaussian'):
+        raise ConfigError('--target-epsilon, --adaptive-clip and '
+                          '--dp-mechanism need --noise-multiplier.')
       return
+    if self.dp_mechanism not in DP_MECHANISMS:
+      raise ConfigError(f'Unknown --dp-mechanism {self.dp_mechanism!r}; '
+                        f'choose one of {", ".join(DP_MECHANISMS)}.')
+    if self.dp_mechanism != 'gaussian':
+      others = [flag for flag, used in (
+          ('--tff-aggregator', self.tff_aggregator is not None),
+          ('--aggregation-encoder', not encoder_choice.is_identity(
+              self.aggregation_encoder)),
+          ('--adaptive-clip', self.adaptive_clip and
+           self.dp_mechanism != 'tree')) if used]
+      if others:
+        raise ConfigError(f'--dp-mechanism {self.dp_mechanism} does not '
+                          f'combine with {", ".join(others)}.')
+      if self.dp_mechanism == 'banded' and not 1 <= self.bands <= self.rounds:
+        raise ConfigError(f'--bands must be between 1 and --rounds '
+                          f'({self.rounds}), got {self.bands}.')
     from canonical import privacy  # pylint: disable=g-import-not-at-top
     secure = encoder_choice.secure_bits(self.aggregation_encoder) is not None
     if not (secure or encoder_choice.is_identity(self.aggregation_encoder)):
@@ -220,7 +260,7 @@ class Config:
       if not self.clip > 0:
         raise errors.InvalidValueError(
             f'--clip must be positive, got {self.clip}.')
-      if self.target_epsilon is not None:
+      if self.target_epsilon is not None and self.dp_mechanism == 'gaussian':
         privacy.check_plan(self.round_noise_multiplier(),
                            self.sampling_probability, self.rounds,
                            self.delta, self.target_epsilon)
@@ -234,6 +274,11 @@ class Config:
       fields.pop(volatile)
     if not self.private:  # As runs recorded before DP existed.
       for name in ('noise_multiplier', 'clip', 'adaptive_clip', 'delta'):
+        fields.pop(name)
+    if self.dp_mechanism == 'gaussian':  # As runs recorded before the others.
+      fields.pop('dp_mechanism')
+    for name, used in (('bands', 'banded'), ('ddp_bits', 'distributed')):
+      if not self.dp_mechanism.startswith(used):
         fields.pop(name)
     if self.secure_neighbors is None:  # As runs recorded before it existed.
       fields.pop('secure_neighbors')

@@ -90,6 +90,9 @@ def _model_aggregator(config, model, noise_seed):
   if config.tff_aggregator is not None:
     return tff_aggregator(config.tff_aggregator)()
   secure_bits = encoder_choice.secure_bits(config.aggregation_encoder)
+  if config.private and config.dp_mechanism != 'gaussian':
+    return aggregators.as_weighted_aggregator(
+        _dp_mechanism_factory(config, model, noise_seed))
   if config.private and secure_bits is not None:
     return aggregators.DPSecureMeanFactory(
         config.noise_multiplier, config.clip, config.clients_per_round,
@@ -111,6 +114,30 @@ def _model_aggregator(config, model, noise_seed):
         error_feedback=config.error_feedback)
   # no_nan_division: a round whose every update was dropped moves nothing.
   return aggregators.MeanFactory(inner, no_nan_division=True)
+
+
+def _dp_mechanism_factory(config, model, noise_seed):
+  """The unweighted DP mean --dp-mechanism names (not Gaussian)."""
+  from canonical import aggregators  # pylint: disable=g-import-not-at-top
+  z, k, clip = (config.noise_multiplier, config.clients_per_round,
+                config.clip)
+  dp = aggregators.DifferentiallyPrivateFactory
+  if config.dp_mechanism == 'tree' and config.adaptive_clip:
+    return dp.tree_adaptive(z, k, model.weights_spec.trainable,
+                            initial_l2_norm_clip=clip, noise_seed=noise_seed)
+  if config.dp_mechanism == 'tree':
+    return dp.tree_aggregation(z, k, clip, model.weights_spec.trainable,
+                               noise_seed=noise_seed)
+  if config.dp_mechanism == 'banded':
+    return aggregators.BandedMatrixFactorizationFactory(
+        z, k, clip, config.bands, config.rounds, noise_seed=noise_seed)
+  # Each client's discrete noise, summed by the secure sums; the mean
+  # divides by the clients counted through a secure sum too.
+  return aggregators.UnweightedMeanFactory(
+      value_sum_factory=aggregators.DistributedDpSumFactory(
+          z, k, config.ddp_bits, clip, mechanism=config.dp_mechanism,
+          rotation_type='hd'),
+      count_sum_factory=aggregators.SecureSumFactory(1, 0))
 
 
 def _warn_if_encodes_nothing(flag, text, specs, config):

@@ -152,7 +152,10 @@ def run(form_or_path: 'form_lib.CanonicalForm | str',
     clients_per_round: clients sampled per round (without replacement); with
       `sampling='poisson'`, the expected number: each client independently
       with probability clients_per_round / clients, as DP-FedAvg's privacy
-      accounting (`canonical.privacy`) assumes.
+      accounting (`canonical.privacy`) assumes; with `sampling='cyclic'`,
+      the clients are cut once into clients // clients_per_round groups
+      taken in turn (DP-FTRL's epochs: each client once a cycle, which
+      bounds what its correlated noise costs).
     output_dir: where states, metrics and client states are kept: a local
       directory, or a URL on an object store (s3://, gs://).
     pipeline_options: Beam `PipelineOptions` (or flags, or a dict), or an

@@ -100,3 +100,33 @@ def test_a_form_without_dp_reports_no_privacy(tmp_path):
                            progress=lambda line: None)
   assert 'privacy' not in result.outcomes[0]
   assert 'privacy/epsilon' not in _tags(result.output_dir)
+
+
+def test_a_banded_dp_ftrl_run_with_cyclic_sampling_spends_a_gaussian_per_cycle(
+    tmp_path):
+  # 20 clients, 5 a round: 4 groups >= 3 bands, so a client's columns never
+  # overlap and 6 rounds cost 2 Gaussian rounds of z each.
+  factory = aggregators.BandedMatrixFactorizationFactory(
+      0.9, 5, 1.0, 3, 6, noise_seed=2)
+  result = beam_runner.run(
+      _form(aggregators.as_weighted_aggregator(factory)), _clients(),
+      rounds=6, clients_per_round=5,
+      output_dir=str(tmp_path / 'run'), seed=1, sampling='cyclic',
+      privacy_delta=1e-6)
+  c = np.square(factory.coefficients)
+
+  def reach(r):  # A client of group g: the rows of its columns released.
+    return max(sum(c[:r - t].sum() for t in range(g, r, 4))
+               for g in range(min(4, r)))
+
+  spent = [o['privacy']['epsilon'] for o in result.outcomes]
+  assert spent == pytest.approx([
+      privacy.epsilon(0.9 / reach(r)**0.5, 1.0, 1, 1e-6)
+      for r in range(1, 7)])
+  # Never more than a Gaussian round per cycle: equal once columns are whole.
+  per_cycle = [privacy.epsilon(0.9, 1.0, -(-r // 4), 1e-6)
+               for r in range(1, 7)]
+  assert all(a <= b + 1e-9 for a, b in zip(spent, per_cycle))
+  assert spent[2] == pytest.approx(per_cycle[2])
+  assert result.outcomes[-1]['privacy']['rounds_per_client'] == 2
+  assert [o['clients_ok'] for o in result.outcomes] == [5] * 6

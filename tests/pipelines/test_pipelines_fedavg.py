@@ -191,6 +191,16 @@ def test_a_refused_run_leaves_nothing_that_refuses_its_corrected_rerun(
     ({'client_lr': -1.0}, 'must be positive'),
     ({'broadcast_encoder': 'secure:8'}, 'use it as --aggregation-encoder'),
     ({'target_epsilon': 3.0}, 'need --noise-multiplier'),
+    ({'dp_mechanism': 'tree'}, 'need --noise-multiplier'),
+    ({'noise_multiplier': 1.0, 'dp_mechanism': 'laplace'},
+     "Unknown --dp-mechanism 'laplace'"),
+    ({'noise_multiplier': 1.0, 'dp_mechanism': 'banded', 'bands': 4,
+      'rounds': 3}, '--bands must be between 1 and --rounds \\(3\\)'),
+    ({'noise_multiplier': 1.0, 'dp_mechanism': 'banded',
+      'adaptive_clip': True}, 'banded does not combine with --adaptive-clip'),
+    ({'noise_multiplier': 1.0, 'dp_mechanism': 'distributed_skellam',
+      'aggregation_encoder': 'secure:8'},
+     'does not combine with --aggregation-encoder'),
     ({'noise_multiplier': 1.0, 'aggregation_encoder': 'drive'},
      'combines with --aggregation-encoder secure:BITS .* but not with '
      'drive'),
@@ -538,6 +548,36 @@ def test_tffs_dp_aggregator_is_the_job_with_its_epsilon(tmp_path):
   again = fedavg.run_experiment(config, print_fn=lines.append)
   assert [p['round'] for p in again.curve] == [1, 2, 3]
   assert 'resuming after round 2' in ''.join(lines)
+
+
+def test_banded_dp_ftrl_samples_cyclically_and_reports_its_epsilon(tmp_path):
+  """--dp-mechanism banded: the form's banded release, clients in
+  clients // clients-per-round groups taken in turn, epsilon of the run's
+  one Gaussian mechanism after each round; a target it passes is refused
+  before the form is written."""
+  lines = []
+  config = _config(tmp_path, rounds=2, noise_multiplier=0.8,
+                   dp_mechanism='banded', bands=2, eval_every=2)
+  result = fedavg.run_experiment(config, print_fn=lines.append)
+  assert 'banded matrix factorization (--bands) (noise multiplier 0.8, ' \
+      'clip 1, cyclic sampling)' in lines[0]
+  (release,) = result.form.privacy_releases
+  assert release.mechanism == 'banded' and len(release.coefficients) == 2
+  run = beam_runner.RunDir(result.run_dir)
+  # 10 clients, 5 a round: 2 groups, each client once in 2 rounds, so its
+  # one column is cut to the rows released: c_0, then (c_0, c_1).
+  c0 = release.coefficients[0]
+  assert [run.outcome(r)['privacy']['epsilon'] for r in (1, 2)] == \
+      pytest.approx([canonical.privacy.epsilon(0.8 / c0, 1.0, 1, 1e-5),
+                     canonical.privacy.epsilon(0.8, 1.0, 1, 1e-5)])
+  assert run.outcome(2)['privacy']['rounds_per_client'] == 1
+  with pytest.raises(fedavg.ConfigError, match='spend epsilon .* above '
+                     '--target-epsilon 1'):
+    fedavg.run_experiment(_config(
+        tmp_path, name='over', rounds=2, noise_multiplier=0.8,
+        dp_mechanism='banded', bands=2, target_epsilon=1.0),
+                          print_fn=lines.append)
+  assert not os.path.exists(tmp_path / 'over' / fedavg.FORM_FILE)
 
 
 @pytest.mark.slow
