@@ -141,7 +141,8 @@ def run_experiment(config, pipeline_options=None, print_fn=print,
              clients_per_element=clients_per_element,
              sampling=config.sampling,
              privacy_delta=config.delta,
-             secure_neighbors=config.runner_secure_neighbors))
+             secure_neighbors=config.runner_secure_neighbors,
+             secure_server=config.secure_server))
   manifest = prepared.manifest
   plot_path = reporting.plot_accuracy_vs_bits(
       {_label(config): curve}, storage_lib.join(output_dir, PLOT_FILE),
@@ -385,6 +386,11 @@ def build_parser(prog='python -m pipelines.fedavg'):
   compress.add_argument('--error-feedback', action='store_true',
                         help='each client keeps what its aggregation encoder '
                         'dropped and adds it to its next update')
+  compress.add_argument('--secure-server', default=defaults.secure_server,
+                        choices=('malicious', 'honest'),
+                        help='secure sums hold against a malicious server '
+                        '(signed keys, a consistency check before unmasking; '
+                        'the default) or an honest-but-curious one (cheaper)')
   compress.add_argument('--secure-neighbors', default=None,
                         help='with --aggregation-encoder secure:BITS: each '
                         'client masks with K ring neighbors (even; SecAgg+) '

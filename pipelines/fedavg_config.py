@@ -82,6 +82,9 @@ class Config:
   # With secure:BITS: None (every pair of clients masks), 'auto' or an even k
   # (SecAgg+ ring neighbors; see beam_runner.run's secure_neighbors).
   secure_neighbors: str = None
+  # Whom the secure sums' clients hold against: 'malicious' (signed keys and
+  # the consistency check) or 'honest' (an honest-but-curious server).
+  secure_server: str = 'malicious'
   # DP-FedAvg: None, or the noise multiplier z of a clipped, noised mean.
   noise_multiplier: float = None
   clip: float = 1.0
@@ -174,6 +177,9 @@ class Config:
                         f'do; drop {", ".join(ours)} (they choose ours).')
 
   def _check_secure_neighbors(self):
+    if self.secure_server not in ('malicious', 'honest'):
+      raise ConfigError('--secure-server must be malicious or honest, got '
+                        f'{self.secure_server!r}.')
     if self.secure_neighbors is None:
       return
     if encoder_choice.secure_bits(self.aggregation_encoder) is None:
@@ -282,6 +288,8 @@ class Config:
         fields.pop(name)
     if self.secure_neighbors is None:  # As runs recorded before it existed.
       fields.pop('secure_neighbors')
+    if self.secure_server == 'malicious':  # The default before the flag.
+      fields.pop('secure_server')
     if self.tff_aggregator is None:  # As runs recorded before it existed.
       fields.pop('tff_aggregator')
       # Runs before issue 37 kept the older builder's state, which TFF's

@@ -162,10 +162,11 @@ default_threshold = secagg.graph.majority_threshold
 
 
 def masked_sum(sums, parameters, values, specs, threshold=None, round_id=0,
-               seed=None, neighbors=None):
+               seed=None, neighbors=None, malicious_server=True):
   """The sums through one round of `canonical.secagg`: every client masks
   its inputs, the aggregation adds masked inputs only, and the survivors'
-  shares unmask the sums.
+  shares unmask the sums. As on the Beam runner, the clients hold against a
+  malicious server by default (signed keys, the consistency check).
 
   Returns `(one sum per secure sum in its spec's dtypes,
   secagg.SecureSumResult)`.
@@ -178,5 +179,6 @@ def masked_sum(sums, parameters, values, specs, threshold=None, round_id=0,
     threshold = default_threshold(len(values), neighbors)
   result = secagg.secure_sum_round(dict(enumerate(inputs)), moduli,
                                    threshold, round_id=round_id, seed=seed,
-                                   neighbors=neighbors)
+                                   neighbors=neighbors,
+                                   malicious_server=malicious_server)
   return as_results(sums, result.sum, specs), result

@@ -213,6 +213,8 @@ def test_a_refused_run_leaves_nothing_that_refuses_its_corrected_rerun(
     ({'aggregation_encoder': 'secure:8', 'error_feedback': True},
      'does not combine with --aggregation-encoder secure'),
     ({'secure_neighbors': 'auto'}, 'needs --aggregation-encoder secure:BITS'),
+    ({'secure_server': 'paranoid'}, '--secure-server must be malicious or '
+     'honest'),
     ({'aggregation_encoder': 'secure:8', 'secure_neighbors': '3'},
      'must be auto or an even number'),
     ({'tff_aggregator': 'zip'}, "Unknown --tff-aggregator 'zip'"),
@@ -524,6 +526,22 @@ def test_dp_fedavg_through_secure_aggregation(tmp_path, monkeypatch):
       'federated_secure_modular_sum']
   assert all(np.isfinite(p['accuracy']) for p in result.curve
              if 'accuracy' in p)
+
+
+def test_secure_server_reaches_every_secure_round(tmp_path, monkeypatch):
+  """--secure-server honest runs the semi-honest protocol; by default the
+  clients hold against a malicious server."""
+  seen, start = [], secure_round.SecureRound.start
+  monkeypatch.setattr(
+      secure_round.SecureRound, 'start',
+      lambda self, *args: seen.append(self.malicious_server) or start(
+          self, *args))
+  for name, server in (('honest', 'honest'), ('default', 'malicious')):
+    fedavg.run_experiment(
+        _config(tmp_path, name=name, rounds=1,
+                aggregation_encoder='secure:8', secure_server=server),
+        print_fn=lambda line: None)
+  assert seen and seen[0] is False and seen[-1] is True
 
 
 @pytest.mark.slow
