@@ -9,13 +9,19 @@ its identity key derives from the secret, and its public identity key goes
 to the trust store, `client_secrets/identities/` (the clients' side: no
 server step writes there). Clients read the others' identity keys there,
 never from the round's files. Each client also keeps, beside its secret,
-the round ids it served (`served/`: a replayed round is refused) and the
+the round ids it served with a digest of its input (`served/`: a round
+replayed on another input is refused, a step retried on the same goes on)
+and the
 contributor list it signed each round (`signed/`: it signs one).
 """
 
 import functools
+import hashlib
 import json
 import os
+
+import numpy as np
+import tensorflow as tf
 
 from beam_runner.secure import messages
 from beam_runner.worker_io import client_data
@@ -114,17 +120,22 @@ class TrustStore:
                                                 *label_parts)
 
 
-def claim_round(secure_round, client_id):
-  """Records that the client serves this round; ProtocolViolationError if
-  it served the round id before (a replay)."""
+def claim_round(secure_round, client_id, secure_input):
+  """Records that the client serves this round with this input (a digest);
+  ProtocolViolationError if it served the round id before with another
+  input (a replay: the same masks on two inputs give away their
+  difference). The same input again is a retried step: its masked input is
+  the same bytes, and it goes on."""
   path = _round_record(secure_round, SERVED_DIR, client_id)
-  try:
-    secure_round.storage.create_only(path, b'')
-  except storage_lib.AlreadyExists:
+  digest = hashlib.sha256()
+  for leaf in tf.nest.flatten(secure_input):
+    digest.update(np.ascontiguousarray(leaf).tobytes())
+  if not _create_once(secure_round.storage, path,
+                      digest.hexdigest().encode()):
     raise secagg.ProtocolViolationError(
         f'client {client_id!r}: round {secure_round.round_id!r} was served '
-        'before; a replayed round id could unmask this client\'s input, so '
-        'it is refused') from None
+        'before with another input; a replayed round id could unmask this '
+        'client\'s input, so it is refused')
 
 
 def record_signed(secure_round, client_id, contributors):

@@ -47,7 +47,7 @@ class Keeper:
                                          str(e)) from e
     if secure_round.malicious_server:
       try:
-        clients.claim_round(secure_round, client_id)
+        clients.claim_round(secure_round, client_id, value)
       except secagg.ProtocolViolationError as e:
         raise round_pipeline.ClientDropped(round_pipeline.SECURE_REPLAYED,
                                            str(e)) from e

@@ -35,33 +35,38 @@ def _fixed_attempts(monkeypatch):
 
 def test_a_replayed_round_is_refused_by_every_client(monkeypatch, tmp_path):
   """The server runs round 1 again under the id the clients served (their
-  devices kept their secrets and records): each client refuses, and the
-  round fails with nothing learned."""
+  devices kept their secrets and records) on new inputs, whose masks would
+  then be the first's: each client refuses, and the round fails with
+  nothing learned. The same inputs again (a retried step) run to the same
+  masked inputs and sum: nothing new to learn."""
   data = _data(5)
   form = compiler.compile(secure_sums_process())
   _fixed_attempts(monkeypatch)
   first = beam_runner.run(form, data, 1, 5, tmp_path / 'first',
                           progress=QUIET)
   assert first.outcomes[0]['secure_aggregation']['contributors'] == 5
-  again = tmp_path / 'again'
-  again.mkdir()
-  shutil.copytree(tmp_path / 'first' / 'client_secrets',
-                  again / 'client_secrets')
+
+  def served_again(name, inputs, **options):
+    directory = tmp_path / name
+    directory.mkdir()
+    shutil.copytree(tmp_path / 'first' / 'client_secrets',
+                    directory / 'client_secrets')
+    return beam_runner.run(form, inputs, 1, 5, directory, progress=QUIET,
+                           **options)
+
   try:
-    beam_runner.run(form, data, 1, 5, again, progress=QUIET)
+    served_again('again', _data(5, seed=1))
     raise AssertionError('the replayed round ran')
   except beam_runner.RoundError as e:
     message = str(e)
   assert '0 clients advertised keys' in message, message
   assert f'5 {round_pipeline.SECURE_REPLAYED}' in message, message
+  retried = served_again('retried', data)
+  assert retried.outcomes[0]['secure_aggregation']['contributors'] == 5
+  assert retried.outcomes[0]['metrics'] == first.outcomes[0]['metrics']
   # A server the clients trust gets its replay through (what the record
   # prevents).
-  honest = tmp_path / 'honest'
-  honest.mkdir()
-  shutil.copytree(tmp_path / 'first' / 'client_secrets',
-                  honest / 'client_secrets')
-  result = beam_runner.run(form, data, 1, 5, honest, progress=QUIET,
-                           secure_server='honest')
+  result = served_again('honest', _data(5, seed=1), secure_server='honest')
   assert result.outcomes[0]['secure_aggregation']['contributors'] == 5
 
 
