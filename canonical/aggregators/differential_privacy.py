@@ -1,5 +1,7 @@
 """TensorFlow Federated's `DifferentiallyPrivateFactory`: DP-FedAvg's Gaussian
-mean, with a fixed or an adaptive clip (`gaussian_fixed`, `gaussian_adaptive`).
+mean, with a fixed or an adaptive clip (`gaussian_fixed`, `gaussian_adaptive`),
+and DP-FTRL's tree-noised mean (`tree_aggregation`, `tree_adaptive`; the tree
+and its query are in `tree_aggregation.py`).
 
 Each client clips its whole value (every tensor together) to L2 norm C; an
 inner factory (`SumFactory` by default) sums the clipped records; the server
@@ -16,8 +18,9 @@ These are the maths of TFF's tensorflow_privacy queries
 written here in pure TensorFlow.
 
 Noise is drawn statelessly from a secret seed drawn when a process is created
-(or the `seed` given, for tests) and the round number kept in the state, so
-the noise is baked into a compiled form: keep saved forms as private as the
+(or the `seed` / `noise_seed` given, for tests) and the round number kept in
+the state (a tree keeps its seed and its round in the state), so the noise
+is baked into a compiled form: keep saved forms and states as private as the
 data. Research-grade privacy, not audited (see `encoders.stages.clipping`).
 """
 
@@ -32,6 +35,7 @@ import tensorflow as tf
 
 from canonical.aggregators import factory
 from canonical.aggregators import sum_factory
+from canonical.aggregators import tree_aggregation
 from canonical.core import computations
 from canonical.core import intrinsics
 from canonical.core import ir
@@ -102,7 +106,11 @@ class GaussianQuery:
     return privacy_releases.combined_noise_multiplier(
         [self.value_noise_multiplier, 2 * self.clipped_count_stddev])
 
-  def initial_state(self):
+  def releases(self, source):
+    return [privacy_releases.Release(source, self.round_noise_multiplier)]
+
+  def initial_state(self, noise_seed=None):
+    del noise_seed  # Its noise is keyed by the factory's round instead.
     clip = tf.constant(self.initial_clip, tf.float32)
     stddev = clip * self.value_noise_multiplier
     denominator = tf.constant(self.denominator, tf.float32)
@@ -131,6 +139,9 @@ class GaussianQuery:
   def sum_state(self, state):
     numerator = state['numerator_state']
     return numerator['sum_state'] if self.adaptive else numerator
+
+  def record_params(self, state):
+    return self.sum_state(state)['l2_norm_clip']
 
   def record(self, clip, value):
     """A client's record: its value clipped to L2 norm `clip` (and, when
@@ -191,17 +202,45 @@ def _number(value, name, where, positive):
   return value
 
 
+def _whole(value, name, where):
+  if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+    raise errors.InvalidTypeError(
+        f'{where}: {name} must be an int, got {value!r}.')
+  return int(value)
+
+
+def _flag(value, name, where):
+  if not isinstance(value, (bool, int)):
+    raise errors.InvalidTypeError(
+        f'{where}: {name} must be a bool, got {value!r}.')
+  return bool(value)
+
+
+def _record_specs(record_specs, where):
+  """A structure of fully defined tf.TensorSpecs (TFF's `record_specs`)."""
+  leaves = tf.nest.flatten(record_specs)
+  if not leaves or not all(isinstance(s, tf.TensorSpec) and
+                           s.shape.is_fully_defined() for s in leaves):
+    raise errors.InvalidTypeError(
+        f'{where}: record_specs must be a structure of tf.TensorSpecs of '
+        f'known shapes (the values\' specs), got {record_specs!r}.')
+  return specs.plain(record_specs)
+
+
 class DifferentiallyPrivateFactory(factory.UnweightedAggregationFactory):
   """TFF's `DifferentiallyPrivateFactory(query, record_aggregation_factory=
   None)`: an unweighted mean with differential privacy; make one with
-  `gaussian_fixed` or `gaussian_adaptive`.
+  `gaussian_fixed`, `gaussian_adaptive`, `tree_aggregation` or
+  `tree_adaptive`.
 
-  State `OrderedDict(query_state=<TFF's query state fields>, agg_state=
-  <inner's>, noise_round=int64)`; measurements `OrderedDict(
-  dp_query_metrics=<> (fixed) or <clip=float32> (adaptive, the next round's
-  clip), dp=<inner's>)`. `noise_multiplier` (the round's total, for
-  accounting), `value_noise_multiplier` and `clipped_count_stddev` are
-  attributes.
+  State `OrderedDict(query_state=<the query's state>, agg_state=<inner's>,
+  noise_round=int64)` (a tree keys its noise by its own state instead);
+  measurements `OrderedDict(dp_query_metrics=..., dp=<inner's>)`, whose
+  metrics are TFF's: none (gaussian_fixed), `clip` (gaussian_adaptive, the
+  next round's), `tree_agg_dpftrl_clip` (tree_aggregation), `current_clip`
+  and `estimate_clip` (tree_adaptive, after the round's restart if any).
+  `noise_multiplier` (the round's total), `value_noise_multiplier` and
+  `clipped_count_stddev` are attributes.
   """
 
   @classmethod
@@ -262,13 +301,92 @@ class DifferentiallyPrivateFactory(factory.UnweightedAggregationFactory):
     made.noise_multiplier = noise_multiplier
     return made
 
+  @classmethod
+  def tree_aggregation(cls, noise_multiplier, clients_per_round,
+                       l2_norm_clip, record_specs, noise_seed=None,
+                       use_efficient=True, record_aggregation_factory=None):
+    """DP-FTRL's mean: clip to `l2_norm_clip`, add the tree's residual noise
+    (node stddev `l2_norm_clip * noise_multiplier`, Honaker's estimate if
+    `use_efficient`) to the sum, divide by `clients_per_round`. The tree
+    never restarts. `record_specs`: the tf.TensorSpecs of the values."""
+    where = 'DifferentiallyPrivateFactory.tree_aggregation'
+    noise_multiplier = _number(noise_multiplier, 'noise_multiplier', where,
+                               False)
+    query = tree_aggregation.TreeQuery(
+        initial_clip=_number(l2_norm_clip, 'l2_norm_clip', where, True),
+        value_noise_multiplier=noise_multiplier,
+        denominator=_number(clients_per_round, 'clients_per_round', where,
+                            True),
+        record_specs=_record_specs(record_specs, where),
+        use_efficient=_flag(use_efficient, 'use_efficient', where),
+        seed=seeds.check_seed(where, noise_seed))
+    return cls(query, record_aggregation_factory)
+
+  @classmethod
+  def tree_adaptive(cls, noise_multiplier, clients_per_round, record_specs,
+                    initial_l2_norm_clip=0.1, restart_warmup=128,
+                    restart_frequency=1024, target_unclipped_quantile=0.5,
+                    clip_learning_rate=0.2, clipped_count_stddev=None,
+                    noise_seed=None):
+    """DP-FTRL with an adaptive clip: the count of records at most the clip
+    estimate is tree-noised too (stddev `clipped_count_stddev`, by default
+    `clients_per_round / 20` even without value noise, as in TFF), and the
+    estimate becomes the clip when both trees restart: after
+    `restart_warmup` rounds (None: `restart_frequency`), then every
+    `restart_frequency`. `noise_multiplier` is the total, count included."""
+    where = 'DifferentiallyPrivateFactory.tree_adaptive'
+    noise_multiplier = _number(noise_multiplier, 'noise_multiplier', where,
+                               False)
+    clients_per_round = _number(clients_per_round, 'clients_per_round',
+                                where, True)
+    initial_clip = _number(initial_l2_norm_clip, 'initial_l2_norm_clip',
+                           where, True)
+    learning_rate = _number(clip_learning_rate, 'clip_learning_rate', where,
+                            False)
+    quantile = _number(target_unclipped_quantile,
+                       'target_unclipped_quantile', where, False)
+    if quantile > 1:
+      raise errors.InvalidValueError(
+          f'{where}: target_unclipped_quantile must be in [0, 1], got '
+          f'{quantile!r}.')
+    if clipped_count_stddev is None:
+      clipped_count_stddev = clients_per_round / 20
+    clipped_count_stddev = _number(clipped_count_stddev,
+                                   'clipped_count_stddev', where, False)
+    try:
+      value_noise, count_stddev = adaptive_clip_noise_params(
+          noise_multiplier, clients_per_round, clipped_count_stddev)
+    except errors.InvalidValueError as e:
+      raise errors.InvalidValueError(f'{where}: {e}') from None
+    frequency = _whole(restart_frequency, 'restart_frequency', where)
+    if frequency < 1:
+      raise errors.InvalidValueError(
+          f'{where}: restart_frequency must be at least 1, got {frequency}.')
+    warmup = 0 if restart_warmup is None else _whole(
+        restart_warmup, 'restart_warmup', where)
+    if restart_warmup is not None and not 0 < warmup < frequency:
+      raise errors.InvalidValueError(
+          f'{where}: restart_warmup must be None or between 1 and '
+          f'restart_frequency - 1 = {frequency - 1}, got {warmup}.')
+    query = tree_aggregation.TreeQuery(
+        initial_clip=initial_clip, value_noise_multiplier=value_noise,
+        denominator=clients_per_round,
+        record_specs=_record_specs(record_specs, where), adaptive=True,
+        restart_warmup=warmup, restart_frequency=frequency,
+        target_unclipped_quantile=quantile, learning_rate=learning_rate,
+        clipped_count_stddev=count_stddev,
+        seed=seeds.check_seed(where, noise_seed))
+    made = cls(query)
+    made.noise_multiplier = noise_multiplier
+    return made
+
   def __init__(self, query, record_aggregation_factory=None):
     where = 'DifferentiallyPrivateFactory'
-    if not isinstance(query, GaussianQuery):
+    if not isinstance(query, (GaussianQuery, tree_aggregation.TreeQuery)):
       raise errors.InvalidTypeError(
-          f'{where}: query must be what gaussian_fixed or gaussian_adaptive '
-          'makes (tensorflow_privacy queries do not lower to pure pieces), '
-          f'got {type(query).__name__}.')
+          f'{where}: query must be what gaussian_fixed, gaussian_adaptive, '
+          'tree_aggregation or tree_adaptive makes (tensorflow_privacy '
+          f'queries do not lower to pure pieces), got {type(query).__name__}.')
     if record_aggregation_factory is None:
       record_aggregation_factory = sum_factory.SumFactory()
     self._record_factory = factory.check_factory(
@@ -284,12 +402,12 @@ class DifferentiallyPrivateFactory(factory.UnweightedAggregationFactory):
         value_type, 'DifferentiallyPrivateFactory.create')
     query = self._query
     noise_seed = secrets.randbits(63) if query.seed is None else query.seed
-    initial_query_state = specs.tf_computation(query.initial_state)
+    initial_query_state = specs.tf_computation(
+        lambda: query.initial_state(noise_seed))
     query_state_spec = specs.plain(initial_query_state.result_spec)
-    clip_of = specs.tf_computation(
-        lambda state: query.sum_state(state)['l2_norm_clip'],
-        query_state_spec)
-    record = specs.tf_computation(query.record, tf.TensorSpec([], tf.float32),
+    clip_of = specs.tf_computation(query.record_params, query_state_spec)
+    record = specs.tf_computation(query.record,
+                                  specs.plain(clip_of.result_spec),
                                   value_type)
     record_process = self._record_factory.create(
         specs.plain(record.result_spec))
@@ -321,8 +439,8 @@ class DifferentiallyPrivateFactory(factory.UnweightedAggregationFactory):
       output = record_process.next(state['agg_state'], records)
       mean, query_state, metrics, noise_round = intrinsics.federated_map(
           finish, (output.result, state['query_state'], state['noise_round']))
-      ir.note(mean, privacy_releases.Release('DifferentiallyPrivateFactory',
-                                     query.round_noise_multiplier))
+      for release in query.releases('DifferentiallyPrivateFactory'):
+        ir.note(mean, release)
       new_state = collections.OrderedDict(
           query_state=query_state, agg_state=output.state,
           noise_round=noise_round)
