@@ -258,7 +258,8 @@ class Config:
                         'fixed by the clip); use a fixed --clip.')
     try:
       privacy.check_noise_multiplier(self.noise_multiplier)
-      if self.tff_aggregator == 'dp':  # Its count's noise must leave room.
+      if self.tff_aggregator == 'dp' or (  # Its count's noise must leave
+          self.dp_mechanism == 'tree' and self.adaptive_clip):  # room.
         from canonical.aggregators import differential_privacy  # pylint: disable=g-import-not-at-top
         differential_privacy.adaptive_clip_noise_params(
             self.noise_multiplier, self.clients_per_round)

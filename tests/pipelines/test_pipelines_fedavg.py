@@ -19,6 +19,7 @@ import beam_runner
 from beam_runner.secure import round as secure_round
 from beam_runner.worker_io import tensor_io
 import canonical
+from canonical.privacy import spending
 from canonical import io as storage
 from pipelines import compression_study
 from pipelines import encoder_choice
@@ -198,6 +199,8 @@ def test_a_refused_run_leaves_nothing_that_refuses_its_corrected_rerun(
       'rounds': 3}, '--bands must be between 1 and --rounds \\(3\\)'),
     ({'noise_multiplier': 1.0, 'dp_mechanism': 'banded',
       'adaptive_clip': True}, 'banded does not combine with --adaptive-clip'),
+    ({'noise_multiplier': 0.8, 'dp_mechanism': 'tree',
+      'adaptive_clip': True}, 'clipped_count_stddev = 0.25 .* is too low'),
     ({'noise_multiplier': 1.0, 'dp_mechanism': 'distributed_skellam',
       'aggregation_encoder': 'secure:8'},
      'does not combine with --aggregation-encoder'),
@@ -596,6 +599,24 @@ def test_banded_dp_ftrl_samples_cyclically_and_reports_its_epsilon(tmp_path):
         dp_mechanism='banded', bands=2, target_epsilon=1.0),
                           print_fn=lines.append)
   assert not os.path.exists(tmp_path / 'over' / fedavg.FORM_FILE)
+
+
+def test_tree_dp_ftrl_with_an_adaptive_clip_is_tffs_tree_adaptive(tmp_path):
+  """--dp-mechanism tree --adaptive-clip: TFF's tree_adaptive (the value's
+  tree and the count's), sampled cyclically, each round's epsilon the
+  runtime's for those releases."""
+  config = _config(tmp_path, rounds=2, noise_multiplier=0.2,
+                   dp_mechanism='tree', adaptive_clip=True, eval_every=2)
+  result = fedavg.run_experiment(config, print_fn=lambda line: None)
+  releases = result.form.privacy_releases
+  assert [r.mechanism for r in releases] == ['tree', 'tree']
+  assert canonical.privacy.combined_noise_multiplier(
+      [r.noise_multiplier for r in releases]) == pytest.approx(0.2)
+  run = beam_runner.RunDir(result.run_dir)
+  for r in (1, 2):
+    assert run.outcome(r)['privacy']['epsilon'] == pytest.approx(
+        spending.spent(releases, sampling='cyclic', clients_per_round=5,
+                       population=10, rounds=r, delta=1e-5)['epsilon'])
 
 
 @pytest.mark.slow
