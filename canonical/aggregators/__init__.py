@@ -5,11 +5,14 @@ TFF's factories, composable (an outer factory takes inner ones): the
 `UnweightedAggregationFactory` / `WeightedAggregationFactory` bases,
 `SumFactory`, `MeanFactory`, `UnweightedMeanFactory`, `EncodedSumFactory`
 (on `encoders`), `DifferentiallyPrivateFactory`, `SecureSumFactory` (on the
-secure sums), `SecureModularSumFactory`, the rotations
+secure sums), `SecureModularSumFactory`, `DistributedDpSumFactory` (each
+client noises its own value before a secure sum; TFF 0.87 keeps it out of
+`tff.aggregators`, we export it as our extension), the rotations
 (`HadamardTransformFactory`, `DiscreteFourierTransformFactory`),
 `UnweightedReservoirSamplingFactory`, `clipping_factory`, `zeroing_factory`,
 `concat_factory`, `add_measurements`, `as_weighted_aggregator` and the
-`PrivateQuantileEstimationProcess` that adapts their norms. Each factory's
+`PrivateQuantileEstimationProcess` that adapts their norms; and, not in
+TFF, `BandedMatrixFactorizationFactory` (banded-MF DP-FTRL). Each factory's
 `create` returns a `canonical.templates.AggregationProcess`. The primitives
 `secure_quantized_sum` and `federated_sample` are called while tracing.
 
@@ -21,10 +24,12 @@ rotated integer levels (`secure_mean`), and DP-FedAvg's mean (`dp_mean`),
 also through secure sums (`dp_secure_mean`).
 """
 
+from canonical.aggregators.banded_mf import BandedMatrixFactorizationFactory
 from canonical.aggregators.broadcast import build_broadcast_process
 from canonical.aggregators.concat import concat_factory
 from canonical.aggregators.broadcast import build_encoded_broadcast_process
 from canonical.aggregators.differential_privacy import DifferentiallyPrivateFactory
+from canonical.aggregators.distributed_dp import DistributedDpSumFactory
 from canonical.aggregators.dp_mean import build_dp_mean_process
 from canonical.aggregators.dp_mean import DPMeanFactory
 from canonical.aggregators.dp_mean import round_noise_multiplier
@@ -55,8 +60,8 @@ from canonical.aggregators.secure_modular import SecureModularSumFactory
 from canonical.aggregators.sum_factory import SumFactory
 
 __all__ = [
-    'AggregationFactory', 'DPMeanFactory', 'DPSecureMeanFactory',
-    'DifferentiallyPrivateFactory',
+    'AggregationFactory', 'BandedMatrixFactorizationFactory', 'DPMeanFactory', 'DPSecureMeanFactory',
+    'DifferentiallyPrivateFactory', 'DistributedDpSumFactory',
     'DiscreteFourierTransformFactory', 'EncodedSumFactory',
     'HadamardTransformFactory', 'MeanFactory',
     'PrivateQuantileEstimationProcess', 'SecureMeanFactory',

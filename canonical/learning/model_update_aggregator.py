@@ -1,7 +1,8 @@
 """TensorFlow Federated's recommended aggregators of model updates
 (`tff.learning.robust_aggregator`, `compression_aggregator`, `dp_aggregator`,
-`secure_aggregator`), composed from `canonical.aggregators` as TFF composes
-them: an adaptive zeroing outermost, an adaptive L2 clip, then the mean.
+`secure_aggregator`, `ddp_secure_aggregator`), composed from
+`canonical.aggregators` as TFF composes them: an adaptive zeroing
+outermost, an adaptive L2 clip, then the mean.
 
 The adaptive norms are `PrivateQuantileEstimationProcess.no_noise`
 estimators: zeroing at 2 C + 1 for C near the 0.98 quantile of the update
@@ -12,6 +13,7 @@ clipping near their 0.8 quantile (from 1, learning rate 0.2).
 import math
 
 from canonical.aggregators import differential_privacy
+from canonical.aggregators import distributed_dp
 from canonical.aggregators import encoded
 from canonical.aggregators import factory
 from canonical.aggregators import mean_factory
@@ -127,15 +129,20 @@ def secure_aggregator(*, zeroing=True, clipping=True, weighted=True):
 
 def ddp_secure_aggregator(noise_multiplier, expected_clients_per_round,
                           bits=20, zeroing=True, rotation_type='hd'):
-  """Refused: distributed DP needs each client to add discrete noise before
-  the secure sum, so that the server never sees an un-noised sum; no
-  aggregator here does (the secure DP mean noises the decoded sum at the
-  server)."""
-  del noise_multiplier, expected_clients_per_round, bits, zeroing
-  del rotation_type
-  raise errors.FederatedError(
-      'ddp_secure_aggregator: distributed DP (discrete noise added by each '
-      'client before the secure sum) is not available here. For central DP '
-      'use dp_aggregator(noise_multiplier, clients_per_round); for DP '
-      'through secure sums with the noise added once at the server, '
-      'canonical.aggregators.build_dp_secure_mean_process.')
+  """The unweighted mean with distributed DP, as TFF composes it: a
+  `DistributedDpSumFactory` (Skellam noise added by each client, adaptive
+  L2 clip from 0.1, `bits`-bit secure modular sums) over a securely summed
+  count, with adaptive zeroing (its norm estimated through secure sums)
+  outside when `zeroing`."""
+  value_sum = distributed_dp.DistributedDpSumFactory(
+      noise_multiplier=noise_multiplier,
+      expected_clients_per_round=expected_clients_per_round, bits=bits,
+      l2_clip=0.1, mechanism='distributed_skellam',
+      rotation_type=rotation_type, auto_l2_clip=True)
+  aggregator = mean_factory.UnweightedMeanFactory(
+      value_sum_factory=value_sum,
+      count_sum_factory=secure.SecureSumFactory(upper_bound_threshold=1,
+                                                lower_bound_threshold=0))
+  if zeroing:
+    aggregator = _zeroing(aggregator, secure_estimation=True)
+  return aggregator

@@ -533,8 +533,8 @@ def test_the_bounds_of_secure_sums_adapt_with_two_estimators():
      'tensorflow_privacy queries'),
     (lambda: A.PrivateQuantileEstimationProcess.no_noise(1.0, 1.5, 0.2),
      ValueError, 'target_quantile must be in'),
-    (lambda: mua.ddp_secure_aggregator(1.0, 100), tff.FederatedError,
-     'distributed DP'),
+    (lambda: mua.ddp_secure_aggregator(1.0, 100, bits=23), ValueError,
+     'DistributedDpSumFactory: bits must be in \\[1, 22\\]'),
     (lambda: mua.robust_aggregator(
         debug_measurements_fn=lambda f: A.SumFactory()), tff.Error,
      'must return a WeightedAggregationFactory'),
