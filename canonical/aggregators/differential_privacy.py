@@ -202,6 +202,34 @@ def _number(value, name, where, positive):
   return value
 
 
+def _adaptive_arguments(where, noise_multiplier, clients_per_round,
+                        initial_clip, quantile, learning_rate,
+                        learning_rate_name, clipped_count_stddev):
+  """An adaptive clip's arguments, checked, with the value's noise
+  multiplier and the count's stddev that make the round's total."""
+  noise_multiplier = _number(noise_multiplier, 'noise_multiplier', where,
+                             False)
+  clients_per_round = _number(clients_per_round, 'clients_per_round', where,
+                              True)
+  initial_clip = _number(initial_clip, 'initial_l2_norm_clip', where, True)
+  quantile = _number(quantile, 'target_unclipped_quantile', where, False)
+  if quantile > 1:
+    raise errors.InvalidValueError(
+        f'{where}: target_unclipped_quantile must be in [0, 1], got '
+        f'{quantile!r}.')
+  learning_rate = _number(learning_rate, learning_rate_name, where, False)
+  if clipped_count_stddev is not None:
+    clipped_count_stddev = _number(clipped_count_stddev,
+                                   'clipped_count_stddev', where, False)
+  try:
+    value_noise, count_stddev = adaptive_clip_noise_params(
+        noise_multiplier, clients_per_round, clipped_count_stddev)
+  except errors.InvalidValueError as e:
+    raise errors.InvalidValueError(f'{where}: {e}') from None
+  return (noise_multiplier, clients_per_round, initial_clip, quantile,
+          learning_rate, value_noise, count_stddev)
+
+
 def _whole(value, name, where):
   if isinstance(value, bool) or not isinstance(value, numbers.Integral):
     raise errors.InvalidTypeError(
@@ -270,27 +298,12 @@ class DifferentiallyPrivateFactory(factory.UnweightedAggregationFactory):
     `target_unclipped_quantile` of the norms; `noise_multiplier` is the
     round's total (value and count together)."""
     where = 'DifferentiallyPrivateFactory.gaussian_adaptive'
-    noise_multiplier = _number(noise_multiplier, 'noise_multiplier', where,
-                               False)
-    clients_per_round = _number(clients_per_round, 'clients_per_round',
-                                where, True)
-    initial_clip = _number(initial_l2_norm_clip, 'initial_l2_norm_clip',
-                           where, True)
-    quantile = _number(target_unclipped_quantile,
-                       'target_unclipped_quantile', where, False)
-    if quantile > 1:
-      raise errors.InvalidValueError(
-          f'{where}: target_unclipped_quantile must be in [0, 1], got '
-          f'{quantile!r}.')
-    learning_rate = _number(learning_rate, 'learning_rate', where, False)
-    if clipped_count_stddev is not None:
-      clipped_count_stddev = _number(clipped_count_stddev,
-                                     'clipped_count_stddev', where, False)
-    try:
-      value_noise, count_stddev = adaptive_clip_noise_params(
-          noise_multiplier, clients_per_round, clipped_count_stddev)
-    except errors.InvalidValueError as e:
-      raise errors.InvalidValueError(f'{where}: {e}') from None
+    adaptive = _adaptive_arguments(
+        where, noise_multiplier, clients_per_round, initial_l2_norm_clip,
+        target_unclipped_quantile, learning_rate, 'learning_rate',
+        clipped_count_stddev)
+    (noise_multiplier, clients_per_round, initial_clip, quantile,
+     learning_rate, value_noise, count_stddev) = adaptive
     query = GaussianQuery(
         initial_clip=initial_clip, value_noise_multiplier=value_noise,
         denominator=clients_per_round, adaptive=True,
@@ -335,29 +348,15 @@ class DifferentiallyPrivateFactory(factory.UnweightedAggregationFactory):
     `restart_warmup` rounds (None: `restart_frequency`), then every
     `restart_frequency`. `noise_multiplier` is the total, count included."""
     where = 'DifferentiallyPrivateFactory.tree_adaptive'
-    noise_multiplier = _number(noise_multiplier, 'noise_multiplier', where,
-                               False)
-    clients_per_round = _number(clients_per_round, 'clients_per_round',
-                                where, True)
-    initial_clip = _number(initial_l2_norm_clip, 'initial_l2_norm_clip',
-                           where, True)
-    learning_rate = _number(clip_learning_rate, 'clip_learning_rate', where,
-                            False)
-    quantile = _number(target_unclipped_quantile,
-                       'target_unclipped_quantile', where, False)
-    if quantile > 1:
-      raise errors.InvalidValueError(
-          f'{where}: target_unclipped_quantile must be in [0, 1], got '
-          f'{quantile!r}.')
-    if clipped_count_stddev is None:
-      clipped_count_stddev = clients_per_round / 20
-    clipped_count_stddev = _number(clipped_count_stddev,
-                                   'clipped_count_stddev', where, False)
-    try:
-      value_noise, count_stddev = adaptive_clip_noise_params(
-          noise_multiplier, clients_per_round, clipped_count_stddev)
-    except errors.InvalidValueError as e:
-      raise errors.InvalidValueError(f'{where}: {e}') from None
+    if clipped_count_stddev is None:  # TFF's, even without value noise.
+      clipped_count_stddev = _number(
+          clients_per_round, 'clients_per_round', where, True) / 20
+    adaptive = _adaptive_arguments(
+        where, noise_multiplier, clients_per_round, initial_l2_norm_clip,
+        target_unclipped_quantile, clip_learning_rate, 'clip_learning_rate',
+        clipped_count_stddev)
+    (noise_multiplier, clients_per_round, initial_clip, quantile,
+     learning_rate, value_noise, count_stddev) = adaptive
     frequency = _whole(restart_frequency, 'restart_frequency', where)
     if frequency < 1:
       raise errors.InvalidValueError(
