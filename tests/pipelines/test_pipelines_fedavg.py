@@ -619,6 +619,31 @@ def test_tree_dp_ftrl_with_an_adaptive_clip_is_tffs_tree_adaptive(tmp_path):
                        population=10, rounds=r, delta=1e-5)['epsilon'])
 
 
+def test_distributed_dp_noises_at_each_client_through_the_secure_sums(
+    tmp_path):
+  """--dp-mechanism distributed_skellam: DistributedDpSumFactory's sum
+  through the masking protocol (a modular secure sum), its release, and
+  each round's epsilon as zCDP rounds (no amplification by sampling)."""
+  config = _config(tmp_path, rounds=2, noise_multiplier=0.3,
+                   dp_mechanism='distributed_skellam', eval_every=2)
+  result = fedavg.run_experiment(config, print_fn=lambda line: None)
+  (release,) = result.form.privacy_releases
+  assert release.mechanism == 'distributed_skellam'
+  assert release.noise_multiplier == pytest.approx(0.3, rel=1e-3)
+  assert release.parameters['clients'] == 5
+  assert 'federated_secure_modular_sum' in [
+      s.kind for s in result.form.secure_sums]
+  run = beam_runner.RunDir(result.run_dir)
+  spent = [run.outcome(r)['privacy']['epsilon'] for r in (1, 2)]
+  assert spent == pytest.approx([
+      spending.spent((release,), sampling='poisson', clients_per_round=5,
+                     population=10, rounds=r, delta=1e-5)['epsilon']
+      for r in (1, 2)])
+  assert spent[0] > canonical.privacy.epsilon(0.3, 0.5, 1, 1e-5)
+  assert all(np.isfinite(p['accuracy']) for p in result.curve
+             if 'accuracy' in p)
+
+
 @pytest.mark.slow
 def test_dp_fedavg_reports_epsilon_every_round(tmp_path):
   lines = []
