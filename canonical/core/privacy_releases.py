@@ -1,10 +1,12 @@
 """What a form releases with differential privacy each round (`Release`).
 
 A DP aggregator (`DifferentiallyPrivateFactory`, `DPMeanFactory`,
-`DPSecureMeanFactory`) notes one `Release` while its `next` is traced: a
-Gaussian sum of clipped client records, with the round's noise multiplier
-(stddev over one client's L2 contribution, adaptive clipping's count
-included). The compiler keeps the releases whose result the round uses, and
+`DPSecureMeanFactory`, `BandedMatrixFactorizationFactory`,
+`DistributedDpSumFactory`) notes its `Release`s while its `next` is traced:
+a noised sum of clipped client records, its mechanism (independent
+Gaussian, DP-FTRL's tree or banded noise, distributed discrete noise) and
+its noise multiplier (stddev over one client's L2 contribution). The
+compiler keeps the releases whose result the round uses, and
 the form carries them (saved with it), so a runtime knows the privacy of any
 form whatever built it (`canonical.privacy.spending` accounts a run).
 Nothing here imports TensorFlow or dp-accounting: describing a form file

@@ -1,16 +1,18 @@
-"""Differential privacy: what rounds of DP-FedAvg spend, with dp-accounting.
+"""Differential privacy: what rounds of private training spend, with
+dp-accounting.
 
 `accounting`: (epsilon, delta) of Poisson-subsampled Gaussian rounds, plans
 checked against a budget, and the ledger a run keeps. `spending`: what a
 run of a form spends, from what the form releases each round
 (`canonical.core.privacy_releases`: noted by its DP aggregators, kept by
-the compiler) and the run's sampling (`beam_runner.run` reports it). The
-mechanisms
-themselves (clipping, noise on the sum) are encoder stages
-(`encoders.stages.clipping`) in the aggregation processes
-`canonical.aggregators.dp_mean` and `dp_secure_mean`. `discrete_gaussian`
-samples the discrete Gaussian statelessly (the hierarchical histograms'
-distributed DP in `canonical.analytics`).
+the compiler) and the run's sampling (`beam_runner.run` reports it):
+independent Gaussian rounds, DP-FTRL's correlated noise (`correlated`: the
+tree's and banded matrices' sensitivity over a run) and distributed DP's
+discrete noise (`distributed`: zCDP bounds). `banded` fits banded
+strategies; `discrete_gaussian` samples the discrete Gaussian statelessly.
+The mechanisms themselves are aggregation processes in
+`canonical.aggregators` (`dp_mean`, `dp_secure_mean`,
+`differential_privacy`, `banded_mf`, `distributed_dp`).
 """
 
 from canonical.privacy.accounting import ACCOUNTANTS
