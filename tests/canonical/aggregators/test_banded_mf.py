@@ -10,6 +10,8 @@ from canonical import errors
 from canonical.aggregators.banded_mf import BandedMatrixFactorizationFactory
 from canonical.executors import compiled
 from canonical.privacy import banded
+from canonical.saving import envelope
+from canonical.saving import form_file
 from tff_087_examples import client_data
 from tff_087_examples import model_fn
 
@@ -96,3 +98,22 @@ def test_dp_ftrl_with_banded_noise_trains_on_the_compiled_path():
   for _ in range(2):
     state = process.next(state, client_data()).state
   assert not np.allclose(state.global_model_weights.trainable[0], start)
+
+
+def test_a_form_with_correlated_noise_is_refused_by_a_loader_from_before(
+    monkeypatch):
+  """Format 3: a version-2 loader would account a banded release as
+  independent Gaussian rounds, so it must refuse the file; and a file that
+  says version 2 cannot carry a mechanism."""
+  form = tff.compile(aggregator_rounds.as_round(aggregator_rounds.create(
+      Banded(0.9, 5, 1.0, 2, 10, noise_seed=2), VALUE)))
+  data = form_file.to_bytes(form)
+  assert envelope.unwrap(data, 'f')[1] == 3
+  proto = form_file.to_proto(form)
+  proto.format_version = 2
+  with pytest.raises(tff.FormError, match='other than Gaussian in a format '
+                     'version 2 form'):
+    form_file.from_bytes(envelope.wrap(proto.SerializeToString(), 2), 'f')
+  monkeypatch.setattr(envelope, 'FORMAT_VERSION', 2)
+  with pytest.raises(tff.FormError, match='format version 3 is newer'):
+    form_file.from_bytes(data, 'f')
