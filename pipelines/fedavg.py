@@ -271,9 +271,9 @@ def _aggregation(config):
   if config.tff_aggregator is not None:
     return f"TFF's FedAvg with the {config.tff_aggregator} aggregator"
   if config.private and config.dp_mechanism != 'gaussian':
-    return (f'{DP_MECHANISMS[config.dp_mechanism]} (noise multiplier '
-            f'{config.noise_multiplier:g}, clip {config.clip:g}, '
-            f'{config.sampling} sampling)')
+    clip = 'adaptive clip from' if config.adaptive_clip else 'clip'
+    return (f'{DP_MECHANISMS[config.dp_mechanism]} (noise multiplier {config.noise_multiplier:g}, {clip} '
+            f'{config.clip:g}, {config.sampling} sampling)')
   if config.private:
     clip = 'adaptive clip from' if config.adaptive_clip else 'clip'
     through = ''
@@ -410,7 +410,8 @@ def build_parser(prog='python -m pipelines.fedavg'):
                        choices=tuple(DP_MECHANISMS),
                        help='how the noise is made: ' + '; '.join(
                            f'{k}: {v}' for k, v in DP_MECHANISMS.items()) +
-                       ' (tree and banded sample clients cyclically)')
+                       ' (tree and banded take clients in turn; tree with '
+                       '--adaptive-clip is TFF\'s tree_adaptive)')
   private.add_argument('--bands', type=int, default=defaults.bands,
                        help='--dp-mechanism banded: the strategy\'s bands '
                        '(at most the clients // clients-per-round groups for '

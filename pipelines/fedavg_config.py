@@ -16,17 +16,15 @@ MODELS = ('cnn_28x28', 'small_8x8')
 # --tff-aggregator: TFF 0.87's model aggregators for its FedAvg
 # (`tff_aggregator`); dp (with --noise-multiplier) runs its unweighted FedAvg.
 TFF_AGGREGATORS = ('mean', 'compression', 'robust', 'secure', 'dp')
-# --dp-mechanism: how --noise-multiplier noises the mean, and how the run
-# samples clients so that it can be accounted (`sampling`).
+# --dp-mechanism: how --noise-multiplier noises the mean (in words), and how
+# the run samples clients so that it can be accounted (`sampling`).
 DP_MECHANISMS = {
-    'gaussian': 'DP-FedAvg: independent Gaussian noise each round',
-    'tree': 'DP-FTRL: tree aggregation (TFF\'s tree_aggregation, '
-            'tree_adaptive with --adaptive-clip)',
-    'banded': 'DP-FTRL: banded matrix factorization (--bands)',
-    'distributed_skellam': 'distributed DP: Skellam noise at each client, '
-                           'summed by secure aggregation',
-    'distributed_dgauss': 'distributed DP: discrete Gaussian noise at each '
-                          'client, summed by secure aggregation',
+    'gaussian': 'DP-FedAvg',
+    'tree': 'DP-FTRL, tree aggregation',
+    'banded': 'DP-FTRL, banded matrix factorization',
+    'distributed_skellam': 'distributed DP, Skellam noise at each client',
+    'distributed_dgauss': 'distributed DP, discrete Gaussian noise at each '
+                          'client',
 }
 
 # Defaults that depend on the dataset: the digits are few (1,437 training

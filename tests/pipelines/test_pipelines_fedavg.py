@@ -580,7 +580,7 @@ def test_banded_dp_ftrl_samples_cyclically_and_reports_its_epsilon(tmp_path):
   config = _config(tmp_path, rounds=2, noise_multiplier=0.8,
                    dp_mechanism='banded', bands=2, eval_every=2)
   result = fedavg.run_experiment(config, print_fn=lines.append)
-  assert 'banded matrix factorization (--bands) (noise multiplier 0.8, ' \
+  assert 'DP-FTRL, banded matrix factorization (noise multiplier 0.8, ' \
       'clip 1, cyclic sampling)' in lines[0]
   (release,) = result.form.privacy_releases
   assert release.mechanism == 'banded' and len(release.coefficients) == 2
