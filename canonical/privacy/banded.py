@@ -18,8 +18,6 @@ so |A C^-1|_F^2 = sum_n (T - n) R_n^2 with R the prefix sums of r: O(T b).
 import math
 
 import numpy as np
-from scipy import optimize
-from scipy import special
 
 STRATEGIES = ('optimized', 'sqrt')
 
@@ -48,12 +46,12 @@ def prefix_error(coefficients, rounds):
 
 
 def sqrt_coefficients(bands):
-  k = np.arange(bands)
-  c = special.comb(2 * k, k) / 4.0**k
+  c = np.array([math.comb(2 * k, k) / 4.0**k for k in range(bands)])
   return c / np.linalg.norm(c)
 
 
 def optimized_coefficients(bands, rounds):
+  from scipy import optimize  # pylint: disable=g-import-not-at-top  # Only here: slow to import.
   start = sqrt_coefficients(bands)
   if bands == 1:
     return start
