@@ -30,11 +30,11 @@ from dp_accounting import pld
 from dp_accounting import rdp
 
 from canonical import errors
+from canonical.core.participation import cyclic_groups
 from canonical.core.privacy_releases import round_noise_multiplier
 from canonical.privacy import accounting
 from canonical.privacy import correlated
 from canonical.privacy import distributed
-from canonical.simulation.sampling import cyclic_groups
 
 NeighborRel = dp_accounting.NeighboringRelation
 

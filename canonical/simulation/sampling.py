@@ -8,6 +8,7 @@ import numbers
 import numpy as np
 
 from canonical import errors
+from canonical.core.participation import cyclic_groups
 
 SAMPLINGS = {
     'fixed': 'exactly clients_per_round clients, without replacement',
@@ -18,12 +19,6 @@ SAMPLINGS = {
               'once every that many rounds (DP-FTRL\'s epochs, without '
               'sampling)',
 }
-
-
-def cyclic_groups(population, clients_per_round):
-  """How many groups `sampling='cyclic'` cuts a population into: each client
-  takes part once every that many rounds."""
-  return max(1, population // max(1, clients_per_round))
 
 
 def sample_clients(client_ids, clients_per_round, seed, round_number,
