@@ -151,9 +151,10 @@ class Release:
     return self.mechanism in CORRELATED
 
   def describe(self):
-    text = f'{self.source}: {self.mechanism.replace("_", " ")}'
-    text = text.replace('gaussian', 'Gaussian', 1)
-    text += f', noise multiplier {self.noise_multiplier:g}'
+    mechanism = ('Gaussian' if self.mechanism == 'gaussian'
+                 else self.mechanism.replace('_', ' '))
+    text = (f'{self.source}: {mechanism}, noise multiplier '
+            f'{self.noise_multiplier:g}')
     if self.mechanism.startswith('distributed'):
       text += (f' ({self.parameters["clients"]:g} clients, local stddev '
                f'{self.parameters["local_stddev"]:g})')
