@@ -58,7 +58,7 @@ def test_errors_name_the_problem():
 
 
 def test_the_beam_runners_sampling_is_still_here():
-  assert set(tff.simulation.SAMPLINGS) == {'fixed', 'poisson'}
+  assert set(tff.simulation.SAMPLINGS) == {'fixed', 'poisson', 'cyclic'}
   chosen = tff.simulation.sample_clients(['a', 'b', 'c'], 2, seed=0,
                                          round_number=1)
   assert len(chosen) == 2 and chosen == tff.simulation.sample_clients(
