@@ -12,7 +12,7 @@ TFF's pipeline, outermost first, from this package's factories:
 | clipping_factory          | L2 clip to C (adaptive: the    | -              |
 |                           | clip count through secure sums)|                |
 | DiscretizationFactory     | x s, stochastic rounding       | / s            |
-| local noise (below)       | check norms, add own noise     | -              |
+| local_noise               | check norms, add own noise     | -              |
 | ModularClippingSumFactory | wrap to [-2**(b-1), 2**(b-1))  | wrap back      |
 | ModularClippingSumFactory | wrap to [0, 2**b)              | wrap           |
 | SecureModularSumFactory   | sum mod 2**b under masks       |                |
@@ -22,8 +22,8 @@ bits with probability 1 - modclip_prob, at most 1e6); the bounds checked
 before noising are TFF's inflated L2 bound of the rounded vector and, for
 Skellam, its L1 bound, all in integer units. With `auto_l2_clip`, C follows
 the clients' norms (Andrew et al. 2021, geometric steps) from a count
-summed securely and noised at the server, and every parameter above is
-recomputed from the new C, as TFF does.
+summed securely and noised at the server (`noised_clip_estimator`), and
+every parameter above is recomputed from the new C, as TFF does.
 
 Where we differ from TFF, and why:
 - The innermost sum is `federated_secure_modular_sum` mod 2**b, not TFF's
@@ -64,8 +64,9 @@ from canonical.aggregators import concat
 from canonical.aggregators import differential_privacy
 from canonical.aggregators import discretization
 from canonical.aggregators import factory
+from canonical.aggregators import local_noise
 from canonical.aggregators import modular_clipping
-from canonical.aggregators import quantile_estimation
+from canonical.aggregators import noised_clip_estimator
 from canonical.aggregators import robust
 from canonical.aggregators import rotation
 from canonical.aggregators import secure
@@ -77,12 +78,9 @@ from canonical.core import privacy_releases
 from canonical.core import specs
 from canonical.core import types as ft
 from canonical import errors
-from canonical.privacy import discrete_gaussian
 from canonical.templates import aggregation_process
-from canonical.templates import estimation_process
 from canonical.templates import measured
 from encoders.core import seeds
-from encoders.stages import clipping as clipping_stage
 
 DP_MECHANISMS = ('distributed_dgauss', 'distributed_skellam')
 ROTATION_TYPES = ('hd', 'dft')
@@ -91,7 +89,6 @@ MAX_SCALE_FACTOR = 1e6
 # Added to the inflated bound so float32 error never fails the norm check.
 NORM_LEEWAY = 1e-5
 F32 = tf.TensorSpec([], tf.float32)
-ROUND_SPEC = tf.TensorSpec([], tf.int64)
 _WHERE = 'DistributedDpSumFactory'
 
 
@@ -178,179 +175,6 @@ def _bool(value, name):
   if not isinstance(value, bool):
     raise errors.InvalidTypeError(
         f'{_WHERE}: {name} must be a bool, got {value!r}.')
-
-
-# --- Each client's own noise ----------------------------------------------
-
-def _skellam(shape, stddev, seed):
-  """Skellam draws of stddev `stddev`: Poisson(s**2/2) - Poisson(s**2/2)."""
-  lam = 0.5 * tf.square(tf.cast(stddev, tf.float64))
-  pair = tf.random.stateless_poisson(tf.concat([shape, [2]], 0), seed,
-                                     tf.stack([lam, lam]), dtype=tf.int64)
-  return pair[..., 0] - pair[..., 1]
-
-
-def _dgauss(shape, stddev, seed):
-  """Discrete Gaussian draws of scale ceil(stddev) (an integer, as TFF's
-  sampler takes)."""
-  return discrete_gaussian.sample_discrete_gaussian(
-      tf.math.ceil(stddev), shape, seed, dtype=tf.int64)
-
-
-class _LocalNoiseFactory(factory.UnweightedAggregationFactory):
-  """What TFF's `DifferentiallyPrivateFactory` does with tensorflow_privacy's
-  `DistributedSkellamSumQuery` / `DistributedDiscreteGaussianSumQuery`:
-  each client checks its int32 record against the norm bounds (a record
-  above them fails the client) and adds its own noise; the inner factory
-  sums; the server adds nothing. State `OrderedDict(query_state=
-  OrderedDict([l1_norm_bound,] l2_norm_bound, local_stddev), agg_state,
-  noise_round)`; measurements `OrderedDict(dp_query_metrics=<>, dp=...)`."""
-
-  def __init__(self, mechanism, l1_norm_bound, l2_norm_bound, local_stddev,
-               inner_agg_factory, secret):
-    self._mechanism = mechanism
-    self._bounds = (l1_norm_bound, l2_norm_bound, local_stddev)
-    self._inner = inner_agg_factory
-    self._secret = secret
-
-  def initial_query_state(self):
-    l1, l2, stddev = self._bounds
-    state = collections.OrderedDict()
-    if self._mechanism == 'distributed_skellam':
-      state['l1_norm_bound'] = tf.constant(l1, tf.int32)
-    state['l2_norm_bound'] = tf.constant(l2, tf.float32)
-    state['local_stddev'] = tf.constant(stddev, tf.float32)
-    return state
-
-  def create(self, value_type):
-    value_type = factory.value_type_of(value_type, f'{_WHERE} (noise)')
-    secret, mechanism = self._secret, self._mechanism
-    sample = _skellam if mechanism == 'distributed_skellam' else _dgauss
-    initial = specs.tf_computation(self.initial_query_state)
-    query_spec = specs.plain(initial.result_spec)
-
-    def noised(query, value, round_number):
-      flat = tf.nest.flatten(value)
-      checks = [tf.debugging.assert_less_equal(
-          tf.linalg.global_norm([tf.cast(x, tf.float32) for x in flat]),
-          query['l2_norm_bound'],
-          message=f'{_WHERE}: a client\'s rounded value exceeds the L2 '
-          'bound scaled_inflated_l2')]
-      if 'l1_norm_bound' in query:
-        checks.append(tf.debugging.assert_less_equal(
-            tf.add_n([tf.reduce_sum(tf.abs(tf.cast(x, tf.int64)))
-                      for x in flat]),
-            tf.cast(query['l1_norm_bound'], tf.int64),
-            message=f'{_WHERE}: a client\'s rounded value exceeds the L1 '
-            'bound'))
-      seed = discretization.client_seed(secret, round_number, value)
-
-      def add_noise(x, index):  # Both samplers draw zeros at stddev 0.
-        noise = sample(tf.shape(x, out_type=tf.int64), query['local_stddev'],
-                       seeds.fold_in(seed, index))
-        return x + tf.cast(noise, x.dtype)
-
-      with tf.control_dependencies(checks):
-        return tf.nest.pack_sequence_as(
-            value, [add_noise(x, i) for i, x in enumerate(flat)])
-
-    client_noise = specs.tf_computation(noised, query_spec, value_type,
-                                        ROUND_SPEC)
-    inner = self._inner.create(specs.plain(client_noise.result_spec))
-    start = specs.tf_computation(lambda: tf.constant(0, tf.int64))
-    add_one = specs.tf_computation(lambda n: n + 1, ROUND_SPEC)
-    no_metrics = specs.tf_computation(collections.OrderedDict)
-
-    @computations.federated_computation()
-    def init_fn():
-      return intrinsics.federated_zip(collections.OrderedDict(
-          query_state=intrinsics.federated_eval(initial, ft.SERVER),
-          agg_state=inner.initialize(),
-          noise_round=intrinsics.federated_eval(start, ft.SERVER)))
-
-    @computations.federated_computation(init_fn.type_signature.result,
-                                        ft.clients(value_type))
-    def next_fn(state, value):
-      records = intrinsics.federated_map(client_noise, (
-          intrinsics.federated_broadcast(state['query_state']), value,
-          intrinsics.federated_broadcast(state['noise_round'])))
-      output = inner.next(state['agg_state'], records)
-      new_state = collections.OrderedDict(
-          query_state=state['query_state'], agg_state=output.state,
-          noise_round=intrinsics.federated_map(add_one, state['noise_round']))
-      measurements = collections.OrderedDict(
-          dp_query_metrics=intrinsics.federated_eval(no_metrics, ft.SERVER),
-          dp=output.measurements)
-      return measured.MeasuredProcessOutput(
-          intrinsics.federated_zip(new_state), output.result,
-          intrinsics.federated_zip(measurements))
-
-    return aggregation_process.AggregationProcess(init_fn, next_fn)
-
-
-# --- The adaptive clip: a quantile of the norms, its count noised ---------
-
-def _clip_estimator(initial_clip, target_quantile, learning_rate,
-                    count_stddev, expected_clients, secret):
-  """TFF's `PrivateQuantileEstimationProcess` of tensorflow_privacy's
-  `QuantileEstimatorQuery` (geometric updates): each client reports
-  whether its norm is at most C, centred to +-1/2, summed by
-  `SecureSumFactory(0.5, -0.5)`; the server adds N(0, count_stddev**2),
-  divides by the expected clients and moves C. State `(query_state,
-  record_state, noise_round)`."""
-  state_type = quantile_estimation.QuantileEstimatorState
-
-  def initial():
-    return state_type(
-        tf.constant(initial_clip, tf.float32),
-        tf.constant(target_quantile, tf.float32),
-        tf.constant(learning_rate, tf.float32),
-        collections.OrderedDict(
-            stddev=tf.constant(count_stddev, tf.float32),
-            denominator=tf.constant(expected_clients, tf.float32)))
-
-  initial_state = specs.tf_computation(initial)
-  query_spec = specs.plain(initial_state.result_spec)
-  record = specs.tf_computation(
-      lambda clip, norm: tf.cast(norm <= clip, tf.float32) - 0.5, F32, F32)
-  record_process = secure.SecureSumFactory(0.5, -0.5).create(F32)
-
-  def update(total, state, round_number):
-    count = state.below_estimate_state
-    noised = clipping_stage.add_gaussian_noise(
-        total, count['stddev'],
-        seeds.fold_in(seeds.initial_seed(secret), round_number))
-    below = tf.clip_by_value(noised / count['denominator'] + 0.5, 0.0, 1.0)
-    estimate = clipping_stage.geometric_quantile_step(
-        state.current_estimate, below, state.target_quantile,
-        state.learning_rate)
-    return state._replace(current_estimate=estimate), round_number + 1
-
-  move = specs.tf_computation(update, F32, query_spec, ROUND_SPEC)
-  start = specs.tf_computation(lambda: tf.constant(0, tf.int64))
-
-  @computations.federated_computation()
-  def init_fn():
-    return intrinsics.federated_zip((
-        intrinsics.federated_eval(initial_state, ft.SERVER),
-        record_process.initialize(),
-        intrinsics.federated_eval(start, ft.SERVER)))
-
-  @computations.federated_computation(init_fn.type_signature.result,
-                                      ft.clients(F32))
-  def next_fn(state, norms):
-    query_state, record_state, noise_round = state
-    clip = intrinsics.federated_broadcast(query_state.current_estimate)
-    reports = intrinsics.federated_map(record, (clip, norms))
-    output = record_process.next(record_state, reports)
-    new_query_state, new_round = intrinsics.federated_map(
-        move, (output.result, query_state, noise_round))
-    return intrinsics.federated_zip((new_query_state, output.state,
-                                     new_round))
-
-  report_fn = computations.federated_computation(
-      lambda state: state[0].current_estimate, init_fn.type_signature.result)
-  return estimation_process.EstimationProcess(init_fn, next_fn, report_fn)
 
 
 class DistributedDpSumFactory(factory.UnweightedAggregationFactory):
@@ -484,14 +308,15 @@ class DistributedDpSumFactory(factory.UnweightedAggregationFactory):
     nested = modular_clipping.ModularClippingSumFactory(0, 2**bits, nested)
     nested = modular_clipping.ModularClippingSumFactory(
         -2**(bits - 1), 2**(bits - 1), nested)
-    nested = _LocalNoiseFactory(self._mechanism, scaled_l1, scaled_l2,
-                                local_stddev, nested, secret_of(0))
+    nested = local_noise.LocalNoiseFactory(
+        self._mechanism, scaled_l1, scaled_l2, local_stddev, nested,
+        secret_of(0))
     nested = discretization.DiscretizationFactory(
         nested, scale, stochastic=True, beta=self._beta,
         prior_norm_bound=self._initial_l2_clip, seed=secret_of(1))
     estimator = None
     if self._auto_l2_clip:
-      estimator = _clip_estimator(
+      estimator = noised_clip_estimator.build_clip_estimator(
           self._initial_l2_clip, self._target_quantile, self._learning_rate,
           self._clip_count_stddev, self._num_clients, secret_of(2))
     norm = self._initial_l2_clip if estimator is None else estimator
