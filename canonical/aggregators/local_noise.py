@@ -3,6 +3,9 @@ rounded integer value against the norm bounds and adds its own Skellam or
 discrete Gaussian noise before the secure sum, so no sum without noise ever
 exists. Kept apart from the factory because it is the one step that makes
 the sum private, and the step a reviewer of the DP guarantee reads first.
+Its seeds are the form's secret, the round and a hash of the client's value
+(pieces are pure): secret from the aggregators and other clients, not from a
+server that holds the form (`distributed_dp`'s docstring).
 """
 
 import collections
