@@ -22,8 +22,9 @@ bits with probability 1 - modclip_prob, at most 1e6); the bounds checked
 before noising are TFF's inflated L2 bound of the rounded vector and, for
 Skellam, its L1 bound, all in integer units. With `auto_l2_clip`, C follows
 the clients' norms (Andrew et al. 2021, geometric steps) from a count
-summed securely and noised at the server (`noised_clip_estimator`), and
-every parameter above is recomputed from the new C, as TFF does.
+summed securely and noised at the server (`quantile_estimation`'s
+`GaussianQuantileQuery`), and every parameter above is recomputed from the
+new C, as TFF does.
 
 Where we differ from TFF, and why:
 - The innermost sum is `federated_secure_modular_sum` mod 2**b, not TFF's
@@ -66,7 +67,7 @@ from canonical.aggregators import discretization
 from canonical.aggregators import factory
 from canonical.aggregators import local_noise
 from canonical.aggregators import modular_clipping
-from canonical.aggregators import noised_clip_estimator
+from canonical.aggregators import quantile_estimation
 from canonical.aggregators import robust
 from canonical.aggregators import rotation
 from canonical.aggregators import secure
@@ -316,9 +317,12 @@ class DistributedDpSumFactory(factory.UnweightedAggregationFactory):
         prior_norm_bound=self._initial_l2_clip, seed=secret_of(1))
     estimator = None
     if self._auto_l2_clip:
-      estimator = noised_clip_estimator.build_clip_estimator(
-          self._initial_l2_clip, self._target_quantile, self._learning_rate,
-          self._clip_count_stddev, self._num_clients, secret_of(2))
+      estimator = quantile_estimation.PrivateQuantileEstimationProcess(
+          quantile_estimation.GaussianQuantileQuery(
+              self._initial_l2_clip, self._target_quantile,
+              self._learning_rate, self._clip_count_stddev,
+              self._num_clients, secret_of(2)),
+          secure.SecureSumFactory(0.5, -0.5))
     norm = self._initial_l2_clip if estimator is None else estimator
     nested = robust.clipping_factory(
         norm, nested, clipped_count_sum_factory=secure.SecureSumFactory(

@@ -11,9 +11,14 @@ al. 2021, "Differentially Private Learning with Adaptive Clipping"):
 `no_noise` adds no noise to the fraction (it is not private): the same
 estimator as TFF's `no_noise` (tensorflow_privacy's
 `NoPrivacyQuantileEstimatorQuery` with geometric updates), whose `report`
-gives `multiplier * C + increment`.
+gives `multiplier * C + increment`. `GaussianQuantileQuery` is the private
+one (tensorflow_privacy's `QuantileEstimatorQuery`, geometric updates): the
+summed reports get N(0, stddev**2) at the server, drawn statelessly from a
+secret seed and the round kept in its state, and are divided by the
+expected number of clients (distributed DP's adaptive clip).
 """
 
+import collections
 import dataclasses
 import numbers
 from typing import NamedTuple
@@ -29,6 +34,7 @@ from canonical.core import specs
 from canonical.core import types as ft
 from canonical import errors
 from canonical.templates import estimation_process
+from encoders.core import seeds
 from encoders.stages import clipping
 
 F32 = tf.TensorSpec([], tf.float32)
@@ -77,6 +83,48 @@ class NoNoiseQuantileQuery:
       estimate = state.current_estimate - state.learning_rate * (
           below - state.target_quantile)
     return state._replace(current_estimate=estimate)
+
+
+@dataclasses.dataclass(frozen=True)
+class GaussianQuantileQuery:
+  """The private estimator: each client reports +-1/2 (no weight), the
+  server noises the sum at `below_estimate_stddev` and divides it by
+  `expected_num_records`. `seed` keys the noise with the round (kept in
+  `below_estimate_state`)."""
+  initial_estimate: float
+  target_quantile: float
+  learning_rate: float
+  below_estimate_stddev: float
+  expected_num_records: float
+  seed: int
+
+  def initial_state(self):
+    return QuantileEstimatorState(
+        tf.constant(self.initial_estimate, tf.float32),
+        tf.constant(self.target_quantile, tf.float32),
+        tf.constant(self.learning_rate, tf.float32),
+        collections.OrderedDict(
+            stddev=tf.constant(self.below_estimate_stddev, tf.float32),
+            denominator=tf.constant(self.expected_num_records, tf.float32),
+            noise_round=tf.constant(0, tf.int64)))
+
+  @staticmethod
+  def record(estimate, value):
+    return tf.cast(value <= estimate, tf.float32) - 0.5
+
+  def update(self, total, state):
+    count = state.below_estimate_state
+    noised = clipping.add_gaussian_noise(
+        total, count['stddev'],
+        seeds.fold_in(seeds.initial_seed(self.seed), count['noise_round']))
+    below = tf.clip_by_value(noised / count['denominator'] + 0.5, 0.0, 1.0)
+    estimate = clipping.geometric_quantile_step(
+        state.current_estimate, below, state.target_quantile,
+        state.learning_rate)
+    return state._replace(
+        current_estimate=estimate,
+        below_estimate_state=collections.OrderedDict(
+            count, noise_round=count['noise_round'] + 1))
 
 
 def _number(value, name, where, low, high, low_open, high_open=True):
@@ -132,10 +180,12 @@ class PrivateQuantileEstimationProcess(estimation_process.EstimationProcess):
   def __init__(self, quantile_estimator_query,
                record_aggregation_factory=None):
     where = 'PrivateQuantileEstimationProcess'
-    if not isinstance(quantile_estimator_query, NoNoiseQuantileQuery):
+    if not isinstance(quantile_estimator_query,
+                      (NoNoiseQuantileQuery, GaussianQuantileQuery)):
       raise errors.InvalidTypeError(
           f'{where}: quantile_estimator_query must be what no_noise makes '
-          f'(tensorflow_privacy queries do not lower to pure pieces), got '
+          'or a GaussianQuantileQuery (tensorflow_privacy queries do not '
+          'lower to pure pieces), got '
           f'{type(quantile_estimator_query).__name__}; use '
           'PrivateQuantileEstimationProcess.no_noise(...).')
     if record_aggregation_factory is None:
