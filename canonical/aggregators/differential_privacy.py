@@ -152,8 +152,9 @@ class GaussianQuery:
     below = tf.cast(norm <= tf.cast(clip, norm.dtype), tf.float32)
     return clipped, below - 0.5
 
-  def noised_result(self, total, state, round_seed):
+  def noised_result(self, total, state, noise_seed, round_number):
     """(mean, new query state, its metrics) from the summed records."""
+    round_seed = seeds.fold_in(seeds.initial_seed(noise_seed), round_number)
     if self.adaptive:
       total, below_sum = total
     sum_state = self.sum_state(state)
@@ -262,7 +263,8 @@ class DifferentiallyPrivateFactory(factory.UnweightedAggregationFactory):
   `tree_adaptive`.
 
   State `OrderedDict(query_state=<the query's state>, agg_state=<inner's>,
-  noise_round=int64)` (a tree keys its noise by its own state instead);
+  noise_round=int64)` (a tree keys its noise by its own state and counts
+  its restarts by `noise_round`);
   measurements `OrderedDict(dp_query_metrics=..., dp=<inner's>)`, whose
   metrics are TFF's: none (gaussian_fixed), `clip` (gaussian_adaptive, the
   next round's), `tree_agg_dpftrl_clip` (tree_aggregation), `current_clip`
@@ -412,8 +414,8 @@ class DifferentiallyPrivateFactory(factory.UnweightedAggregationFactory):
         specs.plain(record.result_spec))
 
     def noised(total, state, round_number):
-      round_seed = seeds.fold_in(seeds.initial_seed(noise_seed), round_number)
-      mean, new_state, metrics = query.noised_result(total, state, round_seed)
+      mean, new_state, metrics = query.noised_result(total, state, noise_seed,
+                                                     round_number)
       return mean, new_state, metrics, round_number + 1
 
     finish = specs.tf_computation(noised, record_process.result_type,

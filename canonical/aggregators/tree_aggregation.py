@@ -212,8 +212,8 @@ class TreeQuery:
   Query state: `numerator_state` (`tree_state` = (round, seed, stddev),
   `clip_value`; adaptive also `noise_multiplier`,
   `quantile_estimator_state` (`current_estimate`, `target_quantile`,
-  `learning_rate`, `below_tree_state`) and `rounds`, counting toward
-  restarts) and `denominator`. The seeds are the noise's secret: keep saved
+  `learning_rate`, `below_tree_state`)) and `denominator`; the restarts
+  count the factory's `noise_round`. The seeds are the noise's secret: keep saved
   states as private as the data. A state carries its tree's seed so that a
   run resumed from it goes on with the same tree (a new seed mid-tree would
   re-noise past rounds and spend their privacy twice).
@@ -268,8 +268,7 @@ class TreeQuery:
                                           tf.float32),
               learning_rate=tf.constant(self.learning_rate, tf.float32),
               below_tree_state=_tree_state(seeds.fold_in(base, 1),
-                                           self.clipped_count_stddev)),
-          rounds=tf.constant(0, _I64))
+                                           self.clipped_count_stddev)))
     return collections.OrderedDict(
         numerator_state=numerator,
         denominator=tf.constant(self.denominator, tf.float32))
@@ -303,10 +302,11 @@ class TreeQuery:
     return tree['stddev'] * residual_noise(tree['seed'], tree['round'], size,
                                            efficient)
 
-  def noised_result(self, total, state, round_seed):
-    """(mean, new query state, metrics) from the summed records; the tree
-    keys its noise by its own seed and round, not `round_seed`."""
-    del round_seed
+  def noised_result(self, total, state, noise_seed, round_number):
+    """(mean, new query state, metrics) from the summed records of round
+    `round_number`; the tree keys its noise by its own seed and round (the
+    seed in the state, so that a resumed run keeps its tree)."""
+    del noise_seed
     if self.adaptive:
       total, below_sum = total
     numerator = state['numerator_state']
@@ -333,8 +333,7 @@ class TreeQuery:
     estimate = clipping.geometric_quantile_step(
         estimator['current_estimate'], below, estimator['target_quantile'],
         estimator['learning_rate'])
-    rounds = numerator['rounds'] + 1
-    restart = self._restarts(rounds)
+    restart = self._restarts(round_number + 1)
     clip = tf.where(restart, tf.maximum(estimate, 0.0),
                     numerator['clip_value'])
     new_numerator = collections.OrderedDict(
@@ -344,8 +343,7 @@ class TreeQuery:
         clip_value=clip,
         quantile_estimator_state=collections.OrderedDict(
             estimator, current_estimate=estimate,
-            below_tree_state=_advanced(below_tree, restart)),
-        rounds=rounds)
+            below_tree_state=_advanced(below_tree, restart)))
     new_state = collections.OrderedDict(numerator_state=new_numerator,
                                         denominator=denominator)
     return mean, new_state, collections.OrderedDict(current_clip=clip,
