@@ -374,3 +374,49 @@ def test_ddp_secure_aggregator_in_unweighted_fed_avg_is_tff_087s():
     assert list(aggregator['zeroing']['mean_count']) == [
         'secure_upper_clipped_count', 'secure_lower_clipped_count',
         'secure_upper_threshold', 'secure_lower_threshold']
+
+
+# Every argument form below is one a real TFF 0.87 accepted: the same calls
+# (TFF's DistributedDpSumFactory from tensorflow_federated.python.aggregators.
+# distributed_dp) and `create` ran under TFF's sync test context without an
+# error (2026-11-30; TFF refuses some forms accepted here, e.g. an int clip).
+_F32_3 = tff.TensorType(np.float32, [3])
+TFF_ACCEPTS = {
+    'an int noise multiplier': lambda: Factory(1, 10, 16, 1.0),
+    'numpy clients': lambda: Factory(0.5, np.int64(10), 16, 1.0),
+    'a numpy noise multiplier': lambda: Factory(np.float32(0.5), 10, 16, 1.0),
+    'an int beta': lambda: Factory(0.5, 10, 16, 1.0, beta=0),
+    'every keyword': lambda: Factory(
+        noise_multiplier=0.5, expected_clients_per_round=10, bits=16,
+        l2_clip=1.0, modclip_prob=1e-3, beta=0.0,
+        mechanism='distributed_dgauss', rotation_type='hd',
+        auto_l2_clip=True, auto_l2_target_quantile=0.6, auto_l2_lr=0.1,
+        auto_l2_clip_count_stddev=1.0),
+    'ddp_secure_aggregator, positional': lambda: (
+        tff.learning.ddp_secure_aggregator(0.5, 10, 16, False, 'dft')),
+    'ddp_secure_aggregator, an int noise multiplier': lambda: (
+        tff.learning.ddp_secure_aggregator(1, 100)),
+}
+TFF_ACCEPTS_TYPES = {
+    'a list of tensors': tff.StructWithPythonType(
+        [tff.TensorType(np.float32, [2]), tff.TensorType(np.float32, [2, 2])],
+        list),
+    'an OrderedDict': tff.StructWithPythonType(
+        collections.OrderedDict(a=tff.TensorType(np.float32, [2])),
+        collections.OrderedDict),
+    'int32 values': tff.TensorType(np.int32, [3]),
+    'a scalar': tff.TensorType(np.float32),
+}
+
+
+@pytest.mark.parametrize('make', TFF_ACCEPTS.values(), ids=TFF_ACCEPTS)
+def test_every_argument_form_tff_087_accepts_is_accepted(make):
+  process = make().create(_F32_3)
+  assert process.next.type_signature.result.result.member == _F32_3
+
+
+@pytest.mark.parametrize('value_type', TFF_ACCEPTS_TYPES.values(),
+                         ids=TFF_ACCEPTS_TYPES)
+def test_every_value_type_tff_087_accepts_is_accepted(value_type):
+  process = Factory(0.5, 10, 16, 1.0).create(value_type)
+  assert process.next.type_signature.result.result.member == value_type

@@ -393,3 +393,48 @@ def test_dp_ftrl_learning_runs_compiled_and_gives_tff_087s_weights():
     assert output.metrics['aggregator'] == collections.OrderedDict(
         dp_query_metrics=collections.OrderedDict(tree_agg_dpftrl_clip=0.05),
         dp=())
+
+
+# Every argument form below is one a real TFF 0.87 accepted: the same calls
+# and `create` ran under TFF's sync test context without an error
+# (2026-11-30; TFF refuses some forms accepted here, e.g. an int clip).
+_F32_3 = tff.TensorType(np.float32, [3])
+_F32_2 = tff.TensorType(np.float32, [2])
+TFF_ACCEPTS = {
+    'int clients': (lambda: DPF.tree_aggregation(0.5, 10, 1.0, SPEC),
+                    _F32_3),
+    'specs as a list': (lambda: DPF.tree_aggregation(0.5, 10, 1.0, [SPEC]),
+                        tff.StructWithPythonType([_F32_3], list)),
+    'specs as a tuple': (
+        lambda: DPF.tree_aggregation(
+            0.5, 10, 1.0, (SPEC, tf.TensorSpec([2], tf.float32))),
+        tff.StructWithPythonType([_F32_3, _F32_2], tuple)),
+    'specs as an OrderedDict': (
+        lambda: DPF.tree_aggregation(0.5, 10, 1.0,
+                                     collections.OrderedDict(a=SPEC)),
+        tff.StructWithPythonType(collections.OrderedDict(a=_F32_3),
+                                 collections.OrderedDict)),
+    'specs as a TFF type': (lambda: DPF.tree_aggregation(0.5, 10, 1.0, _F32_3),
+                            _F32_3),
+    'every keyword': (lambda: DPF.tree_aggregation(
+        noise_multiplier=0.5, clients_per_round=10, l2_norm_clip=1.0,
+        record_specs=SPEC, noise_seed=3, use_efficient=False,
+        record_aggregation_factory=tff.aggregators.SumFactory()), _F32_3),
+    'a numpy seed': (lambda: DPF.tree_aggregation(
+        0.5, 10, 1.0, SPEC, noise_seed=np.int64(3)), _F32_3),
+    'tree_adaptive, every keyword': (lambda: DPF.tree_adaptive(
+        noise_multiplier=0.5, clients_per_round=100, record_specs=SPEC,
+        initial_l2_norm_clip=0.2, restart_warmup=None, restart_frequency=10,
+        target_unclipped_quantile=0.7, clip_learning_rate=0.1,
+        clipped_count_stddev=5.0, noise_seed=2), _F32_3),
+    'tree_adaptive, a numpy warmup': (lambda: DPF.tree_adaptive(
+        0.5, 100, SPEC, restart_warmup=np.int64(5), restart_frequency=10),
+                                      _F32_3),
+}
+
+
+@pytest.mark.parametrize('make, value_type', TFF_ACCEPTS.values(),
+                         ids=TFF_ACCEPTS)
+def test_every_argument_form_tff_087_accepts_is_accepted(make, value_type):
+  process = make().create(value_type)
+  assert process.next.type_signature.result.result.member == value_type
