@@ -64,11 +64,22 @@ def value_type_of(value_type, where, what='value_type'):
 
 def float_value_type(value_type, where, what='value_type'):
   """`value_type_of`, of floating-point tensors only."""
+  return _value_type_of_kind(value_type, where, what, 'floating')
+
+
+def integer_value_type(value_type, where, what='value_type'):
+  """`value_type_of`, of integer tensors only."""
+  return _value_type_of_kind(value_type, where, what, 'integer')
+
+
+def _value_type_of_kind(value_type, where, what, kind):
   member = value_type_of(value_type, where, what)
-  if not all(s.dtype.is_floating for s in tf.nest.flatten(member)):
+  if not all(getattr(s.dtype, f'is_{kind}')
+             for s in tf.nest.flatten(member)):
+    article = 'an' if kind == 'integer' else 'a'
     raise errors.InvalidTypeError(
-        f'{where}: every tensor of {what} must be of a floating dtype, got '
-        f'{ft.describe(member)}.')
+        f'{where}: every tensor of {what} must be of {article} {kind} dtype, '
+        f'got {ft.describe(member)}.')
   return member
 
 

@@ -98,11 +98,7 @@ class ModularClippingSumFactory(factory.UnweightedAggregationFactory):
 
   def create(self, value_type):
     where = 'ModularClippingSumFactory.create'
-    value_type = factory.value_type_of(value_type, where)
-    if not all(s.dtype.is_integer for s in tf.nest.flatten(value_type)):
-      raise errors.InvalidTypeError(
-          f'{where}: every tensor of value_type must be of an integer dtype, '
-          f'got {ft.describe(value_type)}.')
+    value_type = factory.integer_value_type(value_type, where)
     size = sum(s.shape.num_elements() for s in tf.nest.flatten(value_type))
     if self._estimate_stddev and size <= 1:
       raise errors.InvalidValueError(

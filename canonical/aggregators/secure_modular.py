@@ -54,11 +54,7 @@ class SecureModularSumFactory(factory.UnweightedAggregationFactory):
 
   def create(self, value_type):
     where = 'SecureModularSumFactory.create'
-    value_type = factory.value_type_of(value_type, where)
-    if not all(s.dtype.is_integer for s in tf.nest.flatten(value_type)):
-      raise errors.InvalidTypeError(
-          f'{where}: every tensor of value_type must be of an integer dtype, '
-          f'got {ft.describe(value_type)}.')
+    value_type = factory.integer_value_type(value_type, where)
     modulus = self._modulus
     wrap_down = specs.tf_computation(
         lambda total: tf.nest.map_structure(
