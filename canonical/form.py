@@ -484,6 +484,14 @@ class CanonicalForm:
                         'securely.')
       expected = tf.nest.map_structure(
           lambda _: tf.TensorSpec([], tf.int64), value)
+      if entry.noise:
+        if entry.kind != secure_sums_lib.MODULAR or (
+            entry.noise not in secure_sums_lib.client_noise.MECHANISMS):
+          raise FormError(f'{what}: client noise {entry.noise!r} on '
+                          f'{entry.kind}; only {secure_sums_lib.MODULAR} '
+                          'takes noise, of '
+                          f'{list(secure_sums_lib.client_noise.MECHANISMS)}.')
+        expected = (expected, tf.TensorSpec([], tf.float32))
       if not ft.same_member(params, expected):
         raise FormError(f'{what}: secure_parameters gives '
                         f'{ft.form_text(params)}, expected '
@@ -613,8 +621,9 @@ class CanonicalForm:
             f'({entry.describe()}) takes its parameter from the server '
             'state; pass the state.')
       else:
+        given = self.secure_parameters(state)[number]
         flat = [int(p) for p in tf.nest.flatten(
-            self.secure_parameters(state)[number])]
+            given[0] if entry.noise else given)]
       found.append(tf.nest.pack_sequence_as(
           self.secure_update_spec[number], flat))
     return tuple(found)

@@ -192,6 +192,12 @@ class Client:
                                  messages.roster(self.round.paths), self.id)
     return received.advertisements, received.client_ids or None
 
+  def noise_source(self):
+    """Where its distributed DP noise comes from: its secret and the round
+    (the server never holds it), a fresh stream each call, so a retried
+    step draws the same noise."""
+    return self._rng.child('client noise')
+
   def share_keys(self):
     advertisements, client_ids = self._roster
     self._sharing_state, outgoing = secagg.share_keys(

@@ -38,10 +38,12 @@ class Keeper:
     form, secure_round = self._form, self._secure_round
     the_round = messages.round_of(form, secure_round)
     plain, secure_part = form.split_update(update)
+    client = clients.client_of(the_round, client_id)
     try:
       value = secure_sums.client_inputs(
           form.secure_sums, the_round.parameters, secure_part,
-          f'client {client_id!r}')
+          f'client {client_id!r}', stddevs=the_round.noise_stddevs,
+          secret=client.noise_source())
     except secure_sums.SecureSumError as e:
       raise round_pipeline.ClientDropped(round_pipeline.SECURE_INPUT,
                                          str(e)) from e
@@ -51,7 +53,7 @@ class Keeper:
       except secagg.ProtocolViolationError as e:
         raise round_pipeline.ClientDropped(round_pipeline.SECURE_REPLAYED,
                                            str(e)) from e
-    advertisement = clients.client_of(the_round, client_id).advertisement
+    advertisement = client.advertisement
     arrays = tensor_io.flatten(plain) + tensor_io.flatten(value)
     self._clients.append(client_id)
     self._arrays += arrays

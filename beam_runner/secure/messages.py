@@ -80,6 +80,7 @@ class Round:
     fields = json.loads(secure_round.storage.read_bytes(
         secure_round.round_path))
     self.parameters = fields['parameters']
+    self.noise_stddevs = fields['noise_stddevs']
     self.threshold = fields['threshold']
     moduli = tuple(tf.nest.pack_sequence_as(spec, flat) for spec, flat in zip(
         form.secure_update_spec, fields['moduli']))

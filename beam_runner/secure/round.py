@@ -117,17 +117,19 @@ class SecureRound:
   # -- The round pipeline's hooks --------------------------------------------
 
   def start(self, form, state, num_clients, threshold=None, neighbors=None):
-    """Writes the round's public parameters (parameters, moduli, threshold,
-    the mask graph's degree) from the server state S and the number of
+    """Writes the round's public parameters (parameters, noised sums' local
+    stddevs, moduli, threshold, the mask graph's degree) from the server state S and the number of
     sampled clients."""
-    parameters = secure_sums.flat_parameters(form.secure_parameters(state))
+    parameters, stddevs = secure_sums.round_parameters(
+        form.secure_sums, form.secure_parameters(state))
     moduli = secure_sums.round_moduli(form.secure_sums, parameters,
                                       num_clients, form.secure_update_spec)
     neighbors = secagg.graph.resolve(neighbors, num_clients)
     if threshold is None:
       threshold = secure_sums.default_threshold(num_clients, neighbors)
     self.storage.write_bytes(self.round_path, json.dumps({
-        'parameters': parameters, 'threshold': threshold,
+        'parameters': parameters, 'noise_stddevs': stddevs,
+        'threshold': threshold,
         'neighbors': neighbors,
         'moduli': [tf.nest.flatten(m) for m in moduli]}).encode())
 

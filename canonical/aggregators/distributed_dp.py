@@ -12,10 +12,9 @@ TFF's pipeline, outermost first, from this package's factories:
 | clipping_factory          | L2 clip to C (adaptive: the    | -              |
 |                           | clip count through secure sums)|                |
 | DiscretizationFactory     | x s, stochastic rounding       | / s            |
-| local_noise               | check norms, add own noise     | -              |
-| ModularClippingSumFactory | wrap to [-2**(b-1), 2**(b-1))  | wrap back      |
-| ModularClippingSumFactory | wrap to [0, 2**b)              | wrap           |
-| SecureModularSumFactory   | sum mod 2**b under masks       |                |
+| local_noise               | check norms; the runtime adds  | wrap into      |
+|                           | the client's own noise, sums   | [-2**(b-1),    |
+|                           | mod 2**b under masks           |  2**(b-1))     |
 
 The scale s is TFF's heuristic (the noisy sum of n clients stays within b
 bits with probability 1 - modclip_prob, at most 1e6); the bounds checked
@@ -31,14 +30,21 @@ Where we differ from TFF, and why:
   `SecureSumFactory(2**b - 1, 0)`: that exact sum of values in [0, 2**b)
   tells the server, per coordinate, how many clients' noised values were
   negative; the modular sum reveals only what the DP analysis assumes.
-- Randomness is pure (TFF draws from timestamps). A client's rounding and
-  noise are stateless draws seeded by secrets drawn at `create()` (or from
-  `seed`), the round number kept in the state and a hash of every bit of
-  the client's own value: the runtime has no client index to fold in.
-  Clients with equal values draw equal noise (more noise in the sum, not
-  less), but whoever holds the form's secrets and a client's exact value
-  can recompute that client's noise: keep a form as private as the data.
-  Research grade, not audited.
+- The noise is not drawn in the client's work (TFF's), where it would be
+  a function of the form's seeds and the client's value, which a server
+  holding the form could recompute and subtract: the secure sum carries
+  the mechanism and the round's stddev, and the runtime's secure-sum client
+  draws the noise from its own secret just before it masks
+  (`canonical.secagg.client_noise`). Runs with noise are therefore not
+  reproducible from `seed`; without noise they are. TFF's two modular
+  clippings around its secure sum are one wrap here (the noise is added
+  after them, the same modulo 2**b).
+- Other randomness is pure (TFF draws from timestamps): the rotation and
+  the stochastic rounding are stateless draws seeded by secrets drawn at
+  `create()` (or from `seed`), the round number kept in the state and a
+  hash of every bit of the client's own value (the runtime has no client
+  index to fold in). They need no secrecy: the privacy analysis holds for
+  any rounded value within the bounds. Research grade, not audited.
 - State: our factories' layout, with round counters (`round_number`,
   `noise_round`) where TFF keeps its DP event; Hadamard padding is our
   rotation's (TFF's own formula under-counts at 8192 elements).
@@ -66,12 +72,10 @@ from canonical.aggregators import differential_privacy
 from canonical.aggregators import discretization
 from canonical.aggregators import factory
 from canonical.aggregators import local_noise
-from canonical.aggregators import modular_clipping
 from canonical.aggregators import quantile_estimation
 from canonical.aggregators import robust
 from canonical.aggregators import rotation
 from canonical.aggregators import secure
-from canonical.aggregators import secure_modular
 from canonical.core import computations
 from canonical.core import intrinsics
 from canonical.core import ir
@@ -305,23 +309,18 @@ class DistributedDpSumFactory(factory.UnweightedAggregationFactory):
     """`(TFF's composition, the clip's estimator or None)`, built
     innermost first."""
     bits = self._bits
-    nested = secure_modular.SecureModularSumFactory(2**bits)
-    nested = modular_clipping.ModularClippingSumFactory(0, 2**bits, nested)
-    nested = modular_clipping.ModularClippingSumFactory(
-        -2**(bits - 1), 2**(bits - 1), nested)
     nested = local_noise.LocalNoiseFactory(
-        self._mechanism, scaled_l1, scaled_l2, local_stddev, nested,
-        secret_of(0))
+        self._mechanism, scaled_l1, scaled_l2, local_stddev, bits)
     nested = discretization.DiscretizationFactory(
         nested, scale, stochastic=True, beta=self._beta,
-        prior_norm_bound=self._initial_l2_clip, seed=secret_of(1))
+        prior_norm_bound=self._initial_l2_clip, seed=secret_of(0))
     estimator = None
     if self._auto_l2_clip:
       estimator = quantile_estimation.PrivateQuantileEstimationProcess(
           quantile_estimation.GaussianQuantileQuery(
               self._initial_l2_clip, self._target_quantile,
               self._learning_rate, self._clip_count_stddev,
-              self._num_clients, secret_of(2)),
+              self._num_clients, secret_of(1)),
           secure.SecureSumFactory(0.5, -0.5))
     norm = self._initial_l2_clip if estimator is None else estimator
     nested = robust.clipping_factory(
@@ -330,7 +329,7 @@ class DistributedDpSumFactory(factory.UnweightedAggregationFactory):
     rotate = (rotation.HadamardTransformFactory
               if self._rotation_type == 'hd' else
               rotation.DiscreteFourierTransformFactory)
-    nested = rotate(nested, seed=secret_of(3))
+    nested = rotate(nested, seed=secret_of(2))
     return concat.concat_factory(nested), estimator
 
   def _release(self, scaled_l2, scaled_l1, local_stddev, padded_dim):
@@ -361,7 +360,7 @@ class DistributedDpSumFactory(factory.UnweightedAggregationFactory):
       secret_of = lambda i: secrets.randbits(62)
     else:
       derived = random.Random(self._seed)
-      secret_list = [derived.getrandbits(62) for _ in range(4)]
+      secret_list = [derived.getrandbits(62) for _ in range(3)]
       secret_of = secret_list.__getitem__
     nested, estimator = self._nested_factory(
         scale, scaled_l2, scaled_l1, local_stddev, secret_of)

@@ -121,6 +121,16 @@ class _Modular(Rule):
     return np.mod(array.astype(wide), wide(parameter)).astype(np.uint64)
 
 
+# Distributed DP: noise a client adds to its modular-sum input before it
+# masks (`canonical.secagg.client_noise`).
+NOISE_MECHANISMS = ('distributed_dgauss', 'distributed_skellam')
+
+
+def describe_noise(mechanism):
+  """The form's text for a noised sum's noise."""
+  return f', each client adding its own {mechanism} noise'
+
+
 BITWIDTH = 'federated_secure_sum_bitwidth'
 MAX_INPUT = 'federated_secure_sum'
 MODULAR = 'federated_secure_modular_sum'

@@ -81,11 +81,12 @@ def run_round(form: form_lib.CanonicalForm, state, client_data: Sequence,
   aggregate = form.report(_aggregate(form, updates, merge_seed))
   secure_results = ()
   if form.has_secure_sums:
+    parameters, stddevs = secure_sums.round_parameters(
+        form.secure_sums, form.secure_parameters(state))
     secure_results, _ = secure_sums.masked_sum(
-        form.secure_sums, secure_sums.flat_parameters(
-            form.secure_parameters(state)), secure, form.secure_update_spec,
+        form.secure_sums, parameters, secure, form.secure_update_spec,
         threshold=secure_threshold, seed=secure_seed,
-        neighbors=secure_neighbors)
+        neighbors=secure_neighbors, stddevs=stddevs)
   new_state, metrics = form.update(
       state, form.server_aggregate(aggregate, secure_results))
   result = (new_state, metrics)

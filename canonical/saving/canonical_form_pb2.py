@@ -26,7 +26,7 @@ from tensorflow.core.framework import graph_pb2 as tensorflow_dot_core_dot_frame
 from tensorflow.core.protobuf import struct_pb2 as tensorflow_dot_core_dot_protobuf_dot_struct__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14\x63\x61nonical_form.proto\x12\x08\x66\x65\x64\x63\x61non\x1a%tensorflow/core/framework/graph.proto\x1a%tensorflow/core/protobuf/struct.proto\"\xd6\x01\n\x05Piece\x12\x0c\n\x04name\x18\x01 \x01(\t\x12#\n\x05graph\x18\x02 \x01(\x0b\x32\x14.tensorflow.GraphDef\x12\x34\n\x0finput_structure\x18\x03 \x01(\x0b\x32\x1b.tensorflow.StructuredValue\x12\x15\n\rinput_tensors\x18\x04 \x03(\t\x12\x35\n\x10output_structure\x18\x05 \x01(\x0b\x32\x1b.tensorflow.StructuredValue\x12\x16\n\x0eoutput_tensors\x18\x06 \x03(\t\"/\n\x0c\x45ncoderEntry\x12\x0e\n\x06tensor\x18\x01 \x01(\t\x12\x0f\n\x07\x65ncoder\x18\x02 \x01(\t\"O\n\tSecureSum\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x19\n\x11static_parameters\x18\x02 \x03(\x03\x12\x19\n\x11\x66rom_server_state\x18\x03 \x01(\x08\"\xd4\x01\n\x0ePrivacyRelease\x12\x0e\n\x06source\x18\x01 \x01(\t\x12\x18\n\x10noise_multiplier\x18\x02 \x01(\x01\x12\x11\n\tmechanism\x18\x03 \x01(\t\x12<\n\nparameters\x18\x04 \x03(\x0b\x32(.fedcanon.PrivacyRelease.ParametersEntry\x12\x14\n\x0c\x63oefficients\x18\x05 \x03(\x01\x1a\x31\n\x0fParametersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"\xb3\x03\n\x04\x46orm\x12\x16\n\x0e\x66ormat_version\x18\x01 \x01(\r\x12\x18\n\x10producer_version\x18\x02 \x01(\t\x12\x1a\n\x12tensorflow_version\x18\x03 \x01(\t\x12\x0c\n\x04name\x18\x04 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x05 \x01(\t\x12(\n\x08\x65ncoders\x18\x06 \x03(\x0b\x32\x16.fedcanon.EncoderEntry\x12\x1b\n\x0e\x62roadcast_bits\x18\x07 \x01(\x03H\x00\x88\x01\x01\x12\x1c\n\x0f\x61ggregated_bits\x18\x08 \x01(\x03H\x01\x88\x01\x01\x12\x1f\n\x06pieces\x18\t \x03(\x0b\x32\x0f.fedcanon.Piece\x12(\n\x0bsecure_sums\x18\n \x03(\x0b\x32\x13.fedcanon.SecureSum\x12\x18\n\x10parameter_labels\x18\x0b \x03(\t\x12\x15\n\rresult_labels\x18\x0c \x03(\t\x12\x32\n\x10privacy_releases\x18\r \x03(\x0b\x32\x18.fedcanon.PrivacyReleaseB\x11\n\x0f_broadcast_bitsB\x12\n\x10_aggregated_bitsb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14\x63\x61nonical_form.proto\x12\x08\x66\x65\x64\x63\x61non\x1a%tensorflow/core/framework/graph.proto\x1a%tensorflow/core/protobuf/struct.proto\"\xd6\x01\n\x05Piece\x12\x0c\n\x04name\x18\x01 \x01(\t\x12#\n\x05graph\x18\x02 \x01(\x0b\x32\x14.tensorflow.GraphDef\x12\x34\n\x0finput_structure\x18\x03 \x01(\x0b\x32\x1b.tensorflow.StructuredValue\x12\x15\n\rinput_tensors\x18\x04 \x03(\t\x12\x35\n\x10output_structure\x18\x05 \x01(\x0b\x32\x1b.tensorflow.StructuredValue\x12\x16\n\x0eoutput_tensors\x18\x06 \x03(\t\"/\n\x0c\x45ncoderEntry\x12\x0e\n\x06tensor\x18\x01 \x01(\t\x12\x0f\n\x07\x65ncoder\x18\x02 \x01(\t\"e\n\tSecureSum\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x19\n\x11static_parameters\x18\x02 \x03(\x03\x12\x19\n\x11\x66rom_server_state\x18\x03 \x01(\x08\x12\x14\n\x0c\x63lient_noise\x18\x04 \x01(\t\"\xd4\x01\n\x0ePrivacyRelease\x12\x0e\n\x06source\x18\x01 \x01(\t\x12\x18\n\x10noise_multiplier\x18\x02 \x01(\x01\x12\x11\n\tmechanism\x18\x03 \x01(\t\x12<\n\nparameters\x18\x04 \x03(\x0b\x32(.fedcanon.PrivacyRelease.ParametersEntry\x12\x14\n\x0c\x63oefficients\x18\x05 \x03(\x01\x1a\x31\n\x0fParametersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"\xb3\x03\n\x04\x46orm\x12\x16\n\x0e\x66ormat_version\x18\x01 \x01(\r\x12\x18\n\x10producer_version\x18\x02 \x01(\t\x12\x1a\n\x12tensorflow_version\x18\x03 \x01(\t\x12\x0c\n\x04name\x18\x04 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x05 \x01(\t\x12(\n\x08\x65ncoders\x18\x06 \x03(\x0b\x32\x16.fedcanon.EncoderEntry\x12\x1b\n\x0e\x62roadcast_bits\x18\x07 \x01(\x03H\x00\x88\x01\x01\x12\x1c\n\x0f\x61ggregated_bits\x18\x08 \x01(\x03H\x01\x88\x01\x01\x12\x1f\n\x06pieces\x18\t \x03(\x0b\x32\x0f.fedcanon.Piece\x12(\n\x0bsecure_sums\x18\n \x03(\x0b\x32\x13.fedcanon.SecureSum\x12\x18\n\x10parameter_labels\x18\x0b \x03(\t\x12\x15\n\rresult_labels\x18\x0c \x03(\t\x12\x32\n\x10privacy_releases\x18\r \x03(\x0b\x32\x18.fedcanon.PrivacyReleaseB\x11\n\x0f_broadcast_bitsB\x12\n\x10_aggregated_bitsb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -40,11 +40,11 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_ENCODERENTRY']._serialized_start=329
   _globals['_ENCODERENTRY']._serialized_end=376
   _globals['_SECURESUM']._serialized_start=378
-  _globals['_SECURESUM']._serialized_end=457
-  _globals['_PRIVACYRELEASE']._serialized_start=460
-  _globals['_PRIVACYRELEASE']._serialized_end=672
-  _globals['_PRIVACYRELEASE_PARAMETERSENTRY']._serialized_start=623
-  _globals['_PRIVACYRELEASE_PARAMETERSENTRY']._serialized_end=672
-  _globals['_FORM']._serialized_start=675
-  _globals['_FORM']._serialized_end=1110
+  _globals['_SECURESUM']._serialized_end=479
+  _globals['_PRIVACYRELEASE']._serialized_start=482
+  _globals['_PRIVACYRELEASE']._serialized_end=694
+  _globals['_PRIVACYRELEASE_PARAMETERSENTRY']._serialized_start=645
+  _globals['_PRIVACYRELEASE_PARAMETERSENTRY']._serialized_end=694
+  _globals['_FORM']._serialized_start=697
+  _globals['_FORM']._serialized_end=1132
 # @@protoc_insertion_point(module_scope)

@@ -13,9 +13,10 @@ MAGIC = b'FEDCANON'
 # The newest version this loader reads. A form is written at the least
 # version that holds all it says: 2 when it has privacy releases (an older
 # loader would run it without accounting them), 3 when one is not an
-# independent Gaussian (a version-2 loader would account it as one), else
-# FIRST_VERSION.
-FORMAT_VERSION = 3
+# independent Gaussian (a version-2 loader would account it as one), 4 when
+# a secure sum adds client noise (a version-3 loader would sum without it),
+# else FIRST_VERSION.
+FORMAT_VERSION = 4
 FIRST_VERSION = 1
 _HEADER = struct.Struct('<8sIQ32s')  # magic, version, payload length, sha256
 HEADER_BYTES = _HEADER.size

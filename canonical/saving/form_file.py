@@ -62,7 +62,8 @@ def to_proto(form):
   for entry in form.secure_sums:
     proto.secure_sums.add(
         kind=entry.kind, static_parameters=entry.static_parameters or (),
-        from_server_state=entry.static_parameters is None)
+        from_server_state=entry.static_parameters is None,
+        client_noise=entry.noise or '')
   if form.broadcast_bits is not None:
     proto.broadcast_bits = form.broadcast_bits
   if form.aggregated_bits is not None:
@@ -71,6 +72,8 @@ def to_proto(form):
 
 
 def _format_version(form):
+  if any(entry.noise for entry in form.secure_sums):
+    return 4
   if any(r.mechanism != 'gaussian' for r in form.privacy_releases):
     return 3
   return 2 if form.privacy_releases else envelope.FIRST_VERSION
@@ -109,6 +112,9 @@ def parse(data, where='form'):
     raise FormError(f'{where}: a privacy release other than Gaussian in a '
                     f'format version {version} form (they came in version '
                     '3).')
+  if version < 4 and any(s.client_noise for s in proto.secure_sums):
+    raise FormError(f'{where}: a secure sum with client noise in a format '
+                    f'version {version} form (they came in version 4).')
   names = [p.name for p in proto.pieces]
   for name in names:
     if name not in REQUIRED_PIECES + OPTIONAL_PIECES:
@@ -161,7 +167,7 @@ def _release(proto, where):
 def _secure_sum(proto):
   return secure_sums.SecureSum(
       proto.kind, None if proto.from_server_state else tuple(
-          proto.static_parameters))
+          proto.static_parameters), proto.client_noise or None)
 
 
 def _load_piece(proto, where, allowed, allow_any_op):

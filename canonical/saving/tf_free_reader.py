@@ -126,8 +126,11 @@ class Leaves:
     rule = secure_sum_rules.RULES.get(entry.kind)
     if rule is None:
       raise Unsure(f'secure sum kind {entry.kind!r}')
-    return rule.describe(None if entry.from_server_state
+    text = rule.describe(None if entry.from_server_state
                          else list(entry.static_parameters))
+    if entry.client_noise:
+      text += secure_sum_rules.describe_noise(entry.client_noise)
+    return text
 
   def bits(self, bits):
     return bits_text.human_bits(bits)

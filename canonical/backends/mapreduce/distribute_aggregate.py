@@ -173,13 +173,25 @@ def named(fn, names):
   return fn
 
 
-def _secure_parameter(entry, index, temporary_state, value_member):
-  """The parameter of secure sum `index`: its constants, or the server
-  value the state gave (in the temporary state)."""
+def _secure_sum(entry, index, temporary_state, value, value_member):
+  """Secure sum `index` of the clients' `value`: its parameter is its
+  constants, or the server value the state gave (in the temporary state),
+  which for a noised sum also holds its local stddev."""
+  given = temporary_state[1][index] if _from_server_state(entry) else None
   if entry.static_parameters is not None:
-    return tf.nest.pack_sequence_as(value_member,
-                                    list(entry.static_parameters))
-  return temporary_state[1][index]
+    parameter = tf.nest.pack_sequence_as(value_member,
+                                         list(entry.static_parameters))
+  else:
+    parameter = given[0] if entry.noise else given
+  if entry.noise:
+    return intrinsics.federated_secure_modular_sum_with_client_noise(
+        value, parameter, entry.noise, given[1])
+  return _SECURE_INTRINSICS[entry.kind](value, parameter)
+
+
+def _from_server_state(entry):
+  """Whether the server state gives the secure sum's parameter or stddev."""
+  return entry.static_parameters is None or entry.noise is not None
 
 
 def distribute_aggregate_form_of(form: form_lib.CanonicalForm,
@@ -200,7 +212,7 @@ def distribute_aggregate_form_of(form: form_lib.CanonicalForm,
 
   state_spec = form.state_spec
   secure = form.secure_sums
-  from_state = any(entry.static_parameters is None for entry in secure)
+  from_state = any(_from_server_state(entry) for entry in secure)
   prepare = tf_of(form.prepare)
   parameters = tf_of(form.secure_parameters) if from_state else None
   work = tf_of(form.work, lambda d, c: form.work.function(d, c)[0])
@@ -240,10 +252,8 @@ def distribute_aggregate_form_of(form: form_lib.CanonicalForm,
     if not secure:
       return reported
     sums = tuple(
-        _SECURE_INTRINSICS[entry.kind](
-            client_updates.secure[i],
-            _secure_parameter(entry, i, temporary_state,
-                              update_member.secure[i]))
+        _secure_sum(entry, i, temporary_state, client_updates.secure[i],
+                    update_member.secure[i])
         for i, entry in enumerate(secure))
     return intrinsics.federated_zip((reported, sums))
 

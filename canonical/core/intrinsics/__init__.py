@@ -16,6 +16,8 @@ from canonical.core.intrinsics.reductions import federated_min
 from canonical.core.intrinsics.reductions import federated_sum
 from canonical.core.intrinsics import registry
 from canonical.core.intrinsics.secure_sums import federated_secure_modular_sum
+from canonical.core.intrinsics.secure_sums import (
+    federated_secure_modular_sum_with_client_noise)
 from canonical.core.intrinsics.secure_sums import federated_secure_sum
 from canonical.core.intrinsics.secure_sums import federated_secure_sum_bitwidth
 from canonical.core.intrinsics.selects import federated_secure_select
@@ -31,7 +33,8 @@ from canonical.core.ir import select
 __all__ = [
     'federated_aggregate', 'federated_apply', 'federated_broadcast',
     'federated_eval', 'federated_map', 'federated_max', 'federated_mean',
-    'federated_min', 'federated_secure_modular_sum', 'federated_secure_select',
+    'federated_min', 'federated_secure_modular_sum',
+    'federated_secure_modular_sum_with_client_noise', 'federated_secure_select',
     'federated_secure_sum', 'federated_secure_sum_bitwidth',
     'federated_select', 'federated_sum', 'federated_value',
     'federated_zip', 'registry', 'select', 'sequence_map', 'sequence_reduce',

@@ -8,6 +8,12 @@ The parameter (bitwidth, max_input or modulus) is an int, a structure of ints
 like the value (one per tensor), or an integer SERVER value, one scalar for
 all tensors or one per tensor: then the form's `secure_parameters` piece
 computes it from the server state every round.
+
+`federated_secure_modular_sum_with_client_noise` (ours, for distributed DP)
+is the modular sum with noise each client's runtime adds from a secret only
+it holds (`canonical.secagg.client_noise`): its op carries the mechanism,
+and its last input is the round's local stddev, a SERVER value that
+`secure_parameters` hands on beside the modulus.
 """
 
 import numpy as np
@@ -19,6 +25,7 @@ from canonical.core import ir
 from canonical.core import naming
 from canonical.core import secure_sum_rules
 from canonical.core import types as ft
+from canonical.core.intrinsics import values
 from canonical.secagg import sums
 
 
@@ -42,9 +49,36 @@ def federated_secure_modular_sum(value, modulus):
   return _secure_sum(MODULAR, value, modulus)
 
 
-def _secure_sum(spec, value, parameter):
+def federated_secure_modular_sum_with_client_noise(value, modulus, mechanism,
+                                                   local_stddev):
+  """As `federated_secure_modular_sum`, with each client adding its own
+  noise before it masks: `mechanism` 'distributed_dgauss' or
+  'distributed_skellam', of stddev `local_stddev` (a float SERVER value, or
+  a number), drawn by the runtime from the client's own secret, so that no
+  party, the server holding the form included, can take it off a client's
+  value. Not TFF's: TFF's distributed DP draws noise in the client's work."""
+  name = MODULAR.name
+  if mechanism not in sums.client_noise.MECHANISMS:
+    checks.fail(name, f'the client noise mechanism must be one of '
+                      f'{list(sums.client_noise.MECHANISMS)}, got '
+                      f'{naming.describe_object(mechanism)}.')
+  if not isinstance(local_stddev, ir.Value):
+    try:
+      stddev = sums.client_noise.check_stddev(local_stddev,
+                                              'the local stddev')
+    except (TypeError, ValueError) as e:
+      checks.fail(name, str(e))
+    local_stddev = values.federated_value(np.float32(stddev), ft.SERVER)
+  return _secure_sum(MODULAR, value, modulus, (mechanism, local_stddev))
+
+
+def _secure_sum(spec, value, parameter, noise=None):
   name, rule = spec.name, spec.secure_rule
   value = checks.as_value(name, value)
+  noise_inputs, noise_attrs = [], {}
+  if noise is not None:
+    mechanism, stddev = noise
+    noise_inputs, noise_attrs = [stddev], {'noise': mechanism}
   what = rule.parameter_name
   if isinstance(parameter, ir.Unplaced):
     checks.fail(name, f'the {what} {naming.describe_object(parameter)} is '
@@ -57,7 +91,8 @@ def _secure_sum(spec, value, parameter):
     parameter = checks.as_value(name, parameter)
     per_leaf = len(tf.nest.flatten(parameter.member)) == len(
         tf.nest.flatten(value.member))  # Else one for all (the type rule).
-    return spec.bind([value, parameter], {'per_leaf': per_leaf})
+    return spec.bind([value, parameter] + noise_inputs,
+                     {'per_leaf': per_leaf, **noise_attrs})
   try:
     flat = _parameter_leaves(name, what, parameter, value)
     flat = [rule.check_parameter(_python_int(name, what, p), f'the {what}')
@@ -66,14 +101,25 @@ def _secure_sum(spec, value, parameter):
     checks.fail(name, str(e))
   if len(flat) == 1:
     flat = flat * len(tf.nest.flatten(value.member))
-  return spec.bind([value], {'parameters': tuple(flat)})
+  return spec.bind([value] + noise_inputs,
+                   {'parameters': tuple(flat), **noise_attrs})
 
 
 def _type_rule(name):
 
-  def type_rule(value, parameter=None, parameters=None, per_leaf=None):
+  def type_rule(value, *server_inputs, parameters=None, per_leaf=None,
+                noise=None):
     checks.built_in_reduction(name, value, 'securely sum',
                               lambda dtype: dtype.is_integer)
+    if noise is not None:
+      *server_inputs, stddev = server_inputs
+      checks.expect_placement(name, stddev, ft.SERVER)
+      if not (isinstance(stddev.member, tf.TensorSpec) and
+              stddev.member.shape.rank == 0 and
+              stddev.member.dtype.is_floating):
+        checks.fail(name, 'the local noise stddev must be a float scalar at '
+                          f'SERVER, got {stddev!r}.')
+    parameter = server_inputs[0] if server_inputs else None
     if parameter is not None:  # Given by the SERVER each round.
       checks.expect_placement(name, parameter, ft.SERVER)
       what = secure_sum_rules.RULES[name].parameter_name
@@ -116,7 +162,15 @@ def _python_int(name, what, parameter):
 def parameters(op, given):
   """A secure sum op's parameters, one int64 scalar per tensor of its value:
   constants fixed at compile time, or `given` (the SERVER value it was
-  handed: one scalar per tensor, or one for all)."""
+  handed: one scalar per tensor, or one for all). A noised sum's are the
+  pair (those, its float32 local stddev, `given`'s last)."""
+  if op.attrs.get('noise'):
+    *given, stddev = given
+    return _leaf_parameters(op, given), tf.cast(stddev, tf.float32)
+  return _leaf_parameters(op, given)
+
+
+def _leaf_parameters(op, given):
   value = op.inputs[0].member
   if 'parameters' in op.attrs:
     flat = [tf.constant(p, tf.int64) for p in op.attrs['parameters']]
@@ -127,20 +181,26 @@ def parameters(op, given):
   return tf.nest.pack_sequence_as(value, flat)
 
 
+def _entry(op):
+  return sums.SecureSum(op.kind, op.attrs.get('parameters'),
+                        op.attrs.get('noise'))
+
+
 def _lowering(op):
   return registry.SecureLowering(
-      entry=sums.SecureSum(op.kind, op.attrs.get('parameters')),
-      parameters=lambda given: parameters(op, given))
+      entry=_entry(op), parameters=lambda given: parameters(op, given))
 
 
 def _reference(op, inputs, num_clients):
-  """The sum in the clear: what the masked protocol must give."""
+  """The sum in the clear: what the masked protocol must give (noised sums:
+  each client's noise from the OS, as a runtime's client draws it)."""
   del num_clients
   value = op.inputs[0].member
-  flat = sums.flat_parameters([parameters(op, inputs[1:])])[0]
-  return sums.plain_sum([sums.SecureSum(op.kind)], [flat],
-                        [(client,) for client in inputs[0]], [value],
-                        [op.describe()])[0]
+  entry = _entry(op)
+  flat, stddevs = sums.round_parameters([entry],
+                                        [parameters(op, inputs[1:])])
+  return sums.plain_sum([entry], flat, [(client,) for client in inputs[0]],
+                        [value], [op.describe()], stddevs)[0]
 
 
 def _spec(name, function):

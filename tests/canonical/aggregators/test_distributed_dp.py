@@ -19,6 +19,8 @@ from canonical.aggregators import modular_clipping
 from canonical.core import privacy_releases
 from canonical.core import secure_sum_rules
 from canonical.executors import compiled
+from canonical import secagg
+from canonical.secagg import sums as secure_sums
 
 import aggregator_rounds
 from tff_087_examples import client_data
@@ -246,7 +248,8 @@ def test_the_helpers_wrap_and_bound_as_tffs():
 
 
 # ----------------------------------------------------------------------------
-# Every client's secure-sum input already holds its noise
+# The form draws no noise: each client's runtime adds its own, from its own
+# secret, to its secure-sum input
 
 
 def _quiet(state):
@@ -260,37 +263,57 @@ def _quiet(state):
 
 @pytest.mark.parametrize('mechanism', ['distributed_skellam',
                                        'distributed_dgauss'])
-def test_each_client_sends_the_secure_sum_a_noised_value(mechanism):
+def test_the_form_draws_no_noise_each_clients_runtime_does(mechanism):
   dim, bits = 2000, 20
   process = Factory(1.0, 5, bits, 1.0, mechanism=mechanism, seed=4).create(
       tff.TensorType(np.float32, [dim]))
   form = tff.compile(aggregator_rounds.as_round(process))
   (modular,) = [i for i, s in enumerate(form.secure_sums)
                 if s.kind == secure_sum_rules.MODULAR]
+  assert form.secure_sums[modular].noise == mechanism
   state = form.initialize()
   stddev = state[0]['inner_agg']['inner_agg_process']['query_state'][
       'local_stddev']
-  rng = np.random.default_rng(8)
+  assert stddev > 100
+  parameters, stddevs = secure_sums.round_parameters(
+      form.secure_sums, form.secure_parameters(state))
+  assert parameters[modular] == [2**bits] and stddevs[modular] == stddev
+  value = np.random.default_rng(8).normal(size=dim).astype(F) * 0.02
+  sent = {}
+  for name, s in (('noised', state), ('clean', _quiet(state))):
+    update, _ = form.work(value, form.prepare(s))
+    plain, secure = form.split_update(update)
+    # Nothing of the value's size travels in the clear.
+    assert all(np.size(x) < dim for x in tf.nest.flatten(plain))
+    sent[name] = secure
+  # The pieces (which the server holds) send the same value whatever the
+  # noise: there is none in them to recompute.
+  for noised, clean in zip(tf.nest.flatten(sent['noised']),
+                           tf.nest.flatten(sent['clean'])):
+    np.testing.assert_array_equal(noised, clean)
+
+  def client_input(secret):
+    inputs = secure_sums.client_inputs(
+        form.secure_sums, parameters, sent['clean'], 'a client',
+        stddevs=stddevs, secret=secagg.SeededRandom(secret))
+    return np.asarray(inputs[modular], np.int64)
+
+  clean = np.asarray(sent['clean'][modular], np.int64) % 2**bits
+  half = 2**(bits - 1)
   noises = []
-  for _ in range(2):
-    value = rng.normal(size=dim).astype(F) * 0.02
-    sent = {}
-    for name, s in (('noised', state), ('clean', _quiet(state))):
-      update, _ = form.work(value, form.prepare(s))
-      plain, secure = form.split_update(update)
-      # Nothing of the value's size travels in the clear.
-      assert all(np.size(x) < dim for x in tf.nest.flatten(plain))
-      sent[name] = np.asarray(secure[modular], np.int64)
-    assert sent['noised'].shape == (dim,)
-    assert sent['noised'].min() >= 0 and sent['noised'].max() < 2**bits
-    half = 2**(bits - 1)
-    noise = (sent['noised'] - sent['clean'] + half) % 2**bits - half
+  for secret in (b'one client', b'another client'):
+    masked_in = client_input(secret)
+    assert masked_in.min() >= 0 and masked_in.max() < 2**bits
+    noise = (masked_in - clean + half) % 2**bits - half
     assert np.mean(noise == 0) < 0.01  # Every coordinate is noised.
     assert np.var(noise) == pytest.approx(
         _local_variance(mechanism, stddev), rel=0.15)
     noises.append(noise)
-  # Two clients' noises are independent.
+  # Two secrets draw independent noises on the same value; one secret
+  # draws the same again (a retried step sends the same bytes).
   assert abs(np.corrcoef(noises[0], noises[1])[0, 1]) < 0.1
+  np.testing.assert_array_equal(client_input(b'one client'),
+                                (clean + noises[0]) % 2**bits)
 
 
 # ----------------------------------------------------------------------------

@@ -177,7 +177,9 @@ def test_every_value_reaching_the_aggregation_is_masked(mixed):
   data = [np.random.default_rng(i).integers(0, 16, 3).astype(np.int32)
           for i in range(8)]
   secure = [form.split_update(form.work(d, broadcast)[0])[1] for d in data]
-  parameters = secure_sums.flat_parameters(form.secure_parameters(state))
+  parameters, stddevs = secure_sums.round_parameters(
+      form.secure_sums, form.secure_parameters(state))
+  assert stddevs == [None] * 3  # No sum here adds client noise.
   sums, result = secure_sums.masked_sum(
       form.secure_sums, parameters, secure, form.secure_update_spec)
   masked = [m for m in result.messages_to_server
