@@ -18,9 +18,11 @@ piece is sealed here first:
 - no dataset shuffle or sample draws from OS entropy (dataset_seeds.py);
 - the shapes a function's arguments claim (`_output_shapes`, a hint
   TensorFlow trusts when it runs the function: a wrong one aborts the process
-  in a C++ check) are dropped, so TensorFlow infers them from what the
-  function is given. The hints are not part of what the piece computes (the
-  fingerprint leaves them out), and a piece runs to the same bits without.
+  in a C++ check) must agree with the shapes the graph states for their
+  inputs (`shape_hints`), and are then dropped, so TensorFlow infers them
+  from what the function is given. The hints are not part of what the piece
+  computes (the fingerprint leaves them out), and a piece runs to the same
+  bits without.
 """
 
 import hashlib
@@ -30,10 +32,11 @@ import tensorflow as tf
 
 from canonical.core import dataset_seeds
 from canonical import errors
+from canonical.saving import shape_hints
 
 MAX_EXPANDED_CONSTANT_BYTES = 256 << 20
 _FORBIDDEN_CONSTANT_DTYPES = (tf.resource, tf.variant)
-SHAPE_HINT = '_output_shapes'
+SHAPE_HINT = shape_hints.SHAPE_HINT
 
 
 class GraphCheckError(errors.Error, ValueError):
@@ -71,6 +74,10 @@ def seal(graph_def):
       _check_constant(node, where)
   for op, name in dataset_seeds.unseeded(graph_def):
     raise GraphCheckError(f'node {name!r} ({op}) {dataset_seeds.UNSEEDED}')
+  try:
+    shape_hints.check(graph_def)
+  except shape_hints.ShapeHintError as e:
+    raise GraphCheckError(str(e)) from None
   for function in library.function:
     for argument in function.arg_attr.values():
       argument.attr.pop(SHAPE_HINT, None)

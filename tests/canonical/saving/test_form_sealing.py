@@ -232,28 +232,56 @@ def test_constants_tensorflow_would_abort_on_are_refused(form_bytes, tmp_path,
 
 
 # ---------------------------------------------------------------------------
-# Shape hints TensorFlow trusts: dropped at load.
+# Shape hints TensorFlow trusts: refused when they disagree with the graph,
+# dropped at load.
+
+_PLAIN = os.path.join(ROOT, 'tests', 'data', 'main_job_forms_tff', 'plain.pb')
 
 
-def test_a_wrong_shape_hint_changes_nothing(tmp_path):
-  """The main job's work trains in a function whose element argument is
-  hinted [-1, 8, 8, 1]; a file that hints [8, 8, 1] instead aborted
-  TensorFlow mid-round (`Check failed: d < dims()`). The loader drops such
-  hints, so that file computes what the original does, to the bit."""
-  original = os.path.join(ROOT, 'tests', 'data', 'main_job_forms_tff',
-                          'plain.pb')
-  with open(original, 'rb') as f:
+def _hinted(function_name, dims, edit):
+  """The main job's plain form with `edit` applied to the hint of `work`'s
+  first function argument named like `function_name` hinted `dims`."""
+  with open(_PLAIN, 'rb') as f:
     proto = form_file.parse(f.read())
   edited = 0
   for function in next(p for p in proto.pieces
                        if p.name == 'work').graph.library.function:
+    if function_name not in function.signature.name:
+      continue
     for argument in function.arg_attr.values():
       hint = argument.attr.get('_output_shapes')
-      if hint is not None and [d.size for d in hint.list.shape[0].dim] == [
-          -1, 8, 8, 1] and 'train_on_batch' in function.signature.name:
-        del hint.list.shape[0].dim[0]
+      if hint is not None and not edited and [
+          d.size for d in hint.list.shape[0].dim] == dims:
+        edit(hint.list.shape[0].dim)
         edited += 1
   assert edited == 1
+  return proto
+
+
+@pytest.mark.parametrize('function', ['reduce_train_on_batch',
+                                      'Dataset_filter_has_examples'])
+def test_a_shape_hint_disagreeing_with_its_input_is_refused_at_load(function):
+  """The main job's work trains in a function (a ReduceDataset's) whose
+  element argument is hinted [-1, 8, 8, 1], as the dataset feeding it says;
+  a file that hints [8, 8, 1] instead aborted TensorFlow mid-round (`Check
+  failed: d < dims()`). The loader refuses it, naming the function and
+  argument; the same for the FilterDataset predicate before it."""
+  proto = _hinted(function, [-1, 8, 8, 1], lambda dims: dims.pop(0))
+  with pytest.raises(cf.FormError, match=r"piece 'work': function "
+                     rf"'__inference_{function}_\d+' claims shape "
+                     r"\(8, 8, 1\) for its argument \d+ \('args_\d+'\), "
+                     r"whose input has shape \(None, 8, 8, 1\)"):
+    form_file.from_bytes(envelope.wrap(proto.SerializeToString()), 'f')
+
+
+def test_a_wrong_hint_the_graph_states_no_input_shape_for_changes_nothing(
+    tmp_path):
+  """A hint on an argument fed by another call's output (no shape stated
+  in the GraphDef) is not checked but dropped: the file computes what the
+  original does, to the bit."""
+  proto = _hinted('__inference_traced_417', [3, 3, 1, 8],
+                  lambda dims: dims.pop(0))
+  original = _PLAIN
   path = tmp_path / 'hinted.pb'
   path.write_bytes(envelope.wrap(proto.SerializeToString()))
   code = textwrap.dedent(f'''
