@@ -180,6 +180,9 @@ def main(argv=None):
   parser.add_argument('--quick', action='store_true',
                       help='5 rounds, 200 clients, 20 a round, one noise')
   parser.add_argument('--json', help='write the rows here')
+  parser.add_argument('--merge', action='store_true',
+                      help='keep the rows of the mechanisms not run from '
+                      'the --json file already there (one mechanism rerun)')
   parser.add_argument('--plot', help='write the plot (PNG) here')
   args = parser.parse_args(argv)
   if args.quick:
@@ -196,6 +199,13 @@ def main(argv=None):
     r = rows[-1]
     print(f'{mechanism} z={z:g}: accuracy {r["accuracy"]:.4f}, epsilon '
           f'{r["epsilon"]:.3g}, {r["seconds"]:.0f} s', flush=True)
+  if args.merge:
+    with open(args.json) as f:
+      kept = json.load(f)['rows']
+    ran = {r['mechanism'] for r in rows} - {'gaussian'}
+    rows = [r for r in kept if r['mechanism'] not in ran] + [
+        r for r in rows if r['mechanism'] in ran]
+    args.mechanisms = ','.join(dict.fromkeys(r['mechanism'] for r in rows))
   text = table(rows, args)
   print(text)
   if args.json:

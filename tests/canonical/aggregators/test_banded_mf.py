@@ -10,12 +10,11 @@ from canonical import errors
 from canonical.aggregators.banded_mf import BandedMatrixFactorizationFactory
 from canonical.executors import compiled
 from canonical.privacy import banded
-from canonical.saving import envelope
-from canonical.saving import form_file
 from tff_087_examples import client_data
 from tff_087_examples import model_fn
 
 import aggregator_rounds
+import format_versions
 
 Banded = BandedMatrixFactorizationFactory
 VALUE = tff.TensorType(np.float32, [3])
@@ -107,13 +106,5 @@ def test_a_form_with_correlated_noise_is_refused_by_a_loader_from_before(
   says version 2 cannot carry a mechanism."""
   form = tff.compile(aggregator_rounds.as_round(aggregator_rounds.create(
       Banded(0.9, 5, 1.0, 2, 10, noise_seed=2), VALUE)))
-  data = form_file.to_bytes(form)
-  assert envelope.unwrap(data, 'f')[1] == 3
-  proto = form_file.to_proto(form)
-  proto.format_version = 2
-  with pytest.raises(tff.FormError, match='other than Gaussian in a format '
-                     'version 2 form'):
-    form_file.from_bytes(envelope.wrap(proto.SerializeToString(), 2), 'f')
-  monkeypatch.setattr(envelope, 'FORMAT_VERSION', 2)
-  with pytest.raises(tff.FormError, match='format version 3 is newer'):
-    form_file.from_bytes(data, 'f')
+  format_versions.assert_needs_format_version(
+      form, 3, 'other than Gaussian in a format version 2 form', monkeypatch)

@@ -13,12 +13,13 @@ import canonical as cf
 from canonical.backends.mapreduce import distribute_aggregate
 from canonical.core.intrinsics import (
     federated_secure_modular_sum_with_client_noise as noised_sum)
-from canonical.saving import envelope
 from canonical.saving import form_file
 from canonical.saving import inspection
 from canonical import secagg
 from canonical.secagg import client_noise
 from canonical.secagg import sums as secure_sums
+
+import format_versions
 
 DIM, MODULUS = 400, 2**20
 V = cf.TensorType(np.int32, [DIM])
@@ -121,18 +122,11 @@ def test_the_distribute_aggregate_form_adds_the_noise_too(form):
 def test_a_saved_form_keeps_the_noise_and_needs_format_version_4(
     form, monkeypatch):
   data = form_file.to_bytes(form)
-  assert envelope.unwrap(data, 'f')[1] == 4
   assert form_file.from_bytes(data, 'f').secure_sums == form.secure_sums
   assert 'each client adding its own distributed_skellam noise' in (
       inspection.describe(form_file.parse(data, 'f'), 'f', len(data)))
-  proto = form_file.to_proto(form)
-  proto.format_version = 3
-  with pytest.raises(cf.FormError, match='client noise in a format version '
-                     '3 form'):
-    form_file.from_bytes(envelope.wrap(proto.SerializeToString(), 3), 'f')
-  monkeypatch.setattr(envelope, 'FORMAT_VERSION', 3)
-  with pytest.raises(cf.FormError, match='format version 4 is newer'):
-    form_file.from_bytes(data, 'f')
+  format_versions.assert_needs_format_version(
+      form, 4, 'client noise in a format version 3 form', monkeypatch)
 
 
 def _traced(fn, *types):
