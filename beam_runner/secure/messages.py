@@ -80,7 +80,9 @@ class Round:
     fields = json.loads(secure_round.storage.read_bytes(
         secure_round.round_path))
     self.parameters = fields['parameters']
-    self.noise_stddevs = fields['noise_stddevs']
+    # A round started before noised sums has none.
+    self.noise_stddevs = fields.get('noise_stddevs') or [None] * len(
+        self.parameters)
     self.threshold = fields['threshold']
     moduli = tuple(tf.nest.pack_sequence_as(spec, flat) for spec, flat in zip(
         form.secure_update_spec, fields['moduli']))

@@ -118,8 +118,8 @@ class SecureRound:
 
   def start(self, form, state, num_clients, threshold=None, neighbors=None):
     """Writes the round's public parameters (parameters, noised sums' local
-    stddevs, moduli, threshold, the mask graph's degree) from the server state S and the number of
-    sampled clients."""
+    stddevs, moduli, threshold, the mask graph's degree) from the server
+    state S and the number of sampled clients."""
     parameters, stddevs = secure_sums.round_parameters(
         form.secure_sums, form.secure_parameters(state))
     moduli = secure_sums.round_moduli(form.secure_sums, parameters,

@@ -52,7 +52,7 @@ def check(graph_def):
                  if shape is not None})
 
   visit(graph_def.node, {
-      node.name: tf.TensorShape(node.attr['shape'].shape)
+      node.name: _shape(node.attr['shape'].shape)
       for node in graph_def.node
       if node.op == 'Placeholder' and 'shape' in node.attr})
 
@@ -62,18 +62,21 @@ def _calls(node, known, producers, functions):
   each function `node` runs on inputs of stated shapes."""
   inputs = [known.get(_tensor(name)) for name in node.input
             if not name.startswith('^')]
-  if node.op in _CALLS:
+  # Attributes are read only if present: reading a missing one adds it.
+  if node.op in _CALLS and 'f' in node.attr:
     yield node.attr['f'].func.name, inputs
   elif node.op in functions:  # A direct call.
     yield node.op, inputs
-  elif node.op in _ELEMENT_FUNCTIONS:
+  elif node.op in _ELEMENT_FUNCTIONS and (
+      _ELEMENT_FUNCTIONS[node.op] in node.attr and node.input):
     own = node.op == 'FilterDataset'  # Its elements are its input's.
     elements = (_element_shapes(node) if own else
                 _element_shapes(producers.get(_node(node.input[0]))))
     if elements is not None:
       yield (node.attr[_ELEMENT_FUNCTIONS[node.op]].func.name,
              elements + inputs[1:])
-  elif node.op == 'ReduceDataset':
+  elif node.op == 'ReduceDataset' and 'f' in node.attr and (
+      'Tstate' in node.attr and node.input):
     states = len(node.attr['Tstate'].list.type)
     elements = _element_shapes(producers.get(_node(node.input[0])))
     if elements is not None:
@@ -81,19 +84,30 @@ def _calls(node, known, producers, functions):
              inputs[1:1 + states] + elements + inputs[1 + states:])
 
 
+def _shape(proto):
+  """The TensorShape of a TensorShapeProto; None for a malformed one (the
+  importer names it, if the graph uses it)."""
+  try:
+    return tf.TensorShape(proto)
+  except (TypeError, ValueError):
+    return None
+
+
 def _element_shapes(node):
   if node is None or 'output_shapes' not in node.attr:
     return None
-  return [tf.TensorShape(s) for s in node.attr['output_shapes'].list.shape]
+  return [_shape(s) for s in node.attr['output_shapes'].list.shape]
 
 
 def _compare(function, shapes):
   for index, shape in enumerate(shapes):
-    attr = function.arg_attr[index].attr if index in function.arg_attr else {}
-    if shape is None or SHAPE_HINT not in attr:
+    if shape is None or index not in function.arg_attr or (
+        SHAPE_HINT not in function.arg_attr[index].attr):
       continue
-    claimed = [tf.TensorShape(s) for s in attr[SHAPE_HINT].list.shape]
-    if len(claimed) == 1 and not claimed[0].is_compatible_with(shape):
+    claimed = [_shape(s) for s in
+               function.arg_attr[index].attr[SHAPE_HINT].list.shape]
+    if len(claimed) == 1 and claimed[0] is not None and (
+        not claimed[0].is_compatible_with(shape)):
       name = function.signature.input_arg[index].name
       raise ShapeHintError(
           f'function {function.signature.name!r} claims shape '
