@@ -27,13 +27,13 @@ def test_mutated_forms_load_run_or_are_refused_and_nothing_aborts():
   for crash in unconfirmed:  # In the CI log; see scripts/fuzz_forms.py.
     warnings.warn(f'unconfirmed fuzz crash (not reproduced): {crash}')
   assert sum(counts.values()) == 400
-  # The mutations reach every outcome: the test exercises the loader's
-  # checks and the pieces, not only the parser. A few mutations land on
-  # either side of ran / round failed from run to run, with the same seed
-  # (why is not pinned down yet): 20-24 ran, 10-18 failed in three runs of
-  # 2026-11-27, so the bounds leave room.
+  # The mutations reach the loader's checks and the pieces, not only the
+  # parser. The base form's function names depend on what the process
+  # traced before (here, the tests before this one), so its bytes, and
+  # which mutations land where, vary from run to run. Since function bodies
+  # are built at load, a round rarely fails after loading (2 of 2,000 at
+  # seed 0 in a fresh process): that outcome is not required.
   assert counts['refused'] > 100 and counts['ran'] > 10, counts
-  assert counts['round_failed'] > 0, counts
 
 
 def test_mutations_are_deterministic_and_keep_the_checksum_valid():
