@@ -180,6 +180,20 @@ def plain_sum(sums, parameters, values, specs, names=None, stddevs=None,
   return as_results(sums, totals, specs, names)
 
 
+def flat_parameters(parameters):
+  """`secure_parameters`' result as Python ints, one list per secure sum,
+  for forms whose sums add no client noise (the name code before noised
+  sums calls; `round_parameters` reads both)."""
+  flat = []
+  for entry in parameters:
+    leaves = tf.nest.flatten(entry)
+    if any(np.asarray(p).dtype.kind == 'f' for p in leaves):
+      raise SecureSumError('a noised secure sum\'s parameters hold its '
+                           'local stddev: read them with round_parameters.')
+    flat.append([int(p) for p in leaves])
+  return flat
+
+
 def round_parameters(sums, parameters):
   """`secure_parameters`' result as Python numbers: `(one list of ints per
   secure sum, one local stddev per secure sum: None for a plain sum)`. A

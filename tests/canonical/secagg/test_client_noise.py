@@ -174,3 +174,11 @@ def test_noise_from_one_secret_is_the_same_each_time_and_independent_of_others()
   noise = [(x - DATA[0] + half) % MODULUS - half for x in (one, other)]
   assert abs(np.corrcoef(*noise)[0, 1]) < 0.25
   assert np.var(noise[0]) == pytest.approx(400, rel=0.3)
+
+
+def test_the_older_flat_parameters_refuses_a_noised_sums_stddev(form):
+  given = form.secure_parameters(np.float32(2.0))
+  with pytest.raises(secure_sums.SecureSumError, match='round_parameters'):
+    secure_sums.flat_parameters(given)
+  assert secure_sums.flat_parameters(((np.int64(7), np.int64(9)),)) == [
+      [7, 9]]
