@@ -19,7 +19,7 @@ piece is sealed here first:
 - every function builds under TensorFlow's shape functions, as the top-level
   graph does when it is imported: an op whose attributes its kernel cannot
   take (a Conv2D given three dilations) aborted the process when the
-  function first ran, inside a dataset reduce;
+  function first ran, inside a dataset reduce (`shape_hints`);
 - the shapes a function's arguments claim (`_output_shapes`, a hint
   TensorFlow trusts when it runs the function: a wrong one aborts the process
   in a C++ check) must agree with the shapes the graph states for their
@@ -33,7 +33,6 @@ import hashlib
 
 import numpy as np
 import tensorflow as tf
-from tensorflow.python.framework import function_def_to_graph
 
 from canonical.core import dataset_seeds
 from canonical import errors
@@ -83,7 +82,6 @@ def seal(graph_def):
     shape_hints.check(graph_def)
   except shape_hints.ShapeHintError as e:
     raise GraphCheckError(str(e)) from None
-  _check_functions_build(graph_def)
   for function in library.function:
     for argument in function.arg_attr.values():
       argument.attr.pop(SHAPE_HINT, None)
@@ -176,37 +174,6 @@ def _cycle(calls):
       if found:
         return found
   return None
-
-
-def _check_functions_build(graph_def):
-  """Imports each function's body alone (its arguments placeholders of
-  their hinted shapes) into a graph holding the piece's functions, as
-  TensorFlow builds it when it first runs it: an op its shape function
-  refuses fails here with TensorFlow's reason, not mid-round."""
-  function = None
-  try:
-    with tf.Graph().as_default():
-      tf.graph_util.import_graph_def(
-          tf.compat.v1.GraphDef(library=graph_def.library,
-                                versions=graph_def.versions), name='library')
-      for number, function in enumerate(graph_def.library.function):
-        body = function_def_to_graph.function_def_to_graph_def(
-            _copy_of(function))[0]
-        tf.graph_util.import_graph_def(body, name=f'function{number}')
-  except Exception as e:  # pylint: disable=broad-except
-    text = str(e).strip()
-    reason = text.splitlines()[0][:300] if text else ''
-    what = ('its function library' if function is None else
-            f'function {function.signature.name!r}')
-    raise GraphCheckError(f'{what} does not build: {type(e).__name__}: '
-                          f'{reason}') from None
-
-
-def _copy_of(function):
-  """A copy (TensorFlow's conversion adds entries to maps it reads)."""
-  copy = type(function)()
-  copy.CopyFrom(function)
-  return copy
 
 
 def _check_constant(node, where):
