@@ -583,6 +583,12 @@ class CanonicalForm:
     return (self.parameter_labels or (None, None))[1]
 
   @property
+  def has_client_noise(self):
+    """Whether a secure sum has each client add its own noise (distributed
+    DP), drawn by the runtime from the client's secret."""
+    return any(entry.noise for entry in self.secure_sums)
+
+  @property
   def securely_aggregates_tensors(self):
     return self.has_secure_sums
 

@@ -43,7 +43,7 @@ class Keeper:
       value = secure_sums.client_inputs(
           form.secure_sums, the_round.parameters, secure_part,
           f'client {client_id!r}', stddevs=the_round.noise_stddevs,
-          secret=client.noise_source())
+          secret=client.noise_source() if form.has_client_noise else None)
     except secure_sums.SecureSumError as e:
       raise round_pipeline.ClientDropped(round_pipeline.SECURE_INPUT,
                                          str(e)) from e

@@ -80,6 +80,7 @@ from canonical.core import computations
 from canonical.core import intrinsics
 from canonical.core import ir
 from canonical.core import privacy_releases
+from canonical.core import secure_sum_rules
 from canonical.core import specs
 from canonical.core import types as ft
 from canonical import errors
@@ -87,7 +88,7 @@ from canonical.templates import aggregation_process
 from canonical.templates import measured
 from encoders.core import seeds
 
-DP_MECHANISMS = ('distributed_dgauss', 'distributed_skellam')
+DP_MECHANISMS = secure_sum_rules.NOISE_MECHANISMS
 ROTATION_TYPES = ('hd', 'dft')
 # TFF's cap: larger scales overflow int32 norm bounds and gain no accuracy.
 MAX_SCALE_FACTOR = 1e6

@@ -72,7 +72,7 @@ def to_proto(form):
 
 
 def _format_version(form):
-  if any(entry.noise for entry in form.secure_sums):
+  if form.has_client_noise:
     return 4
   if any(r.mechanism != 'gaussian' for r in form.privacy_releases):
     return 3

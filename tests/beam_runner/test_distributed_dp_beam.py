@@ -21,8 +21,7 @@ def test_two_distributed_dp_rounds_on_beam_are_the_local_ones(tmp_path):
   # Noise 0 for the values (each client's own noise is secret, so no two
   # runtimes draw the same); the clip count is noised at the server.
   factory = tff.aggregators.DistributedDpSumFactory(
-      0.0, 4, 16, 0.1, auto_l2_clip=True, auto_l2_clip_count_stddev=0.5,
-      seed=9)
+      0.0, 4, 16, 0.1, auto_l2_clip=True, auto_l2_clip_count_stddev=0.5)
   process = aggregator_rounds.as_round(
       factory.create(tff.TensorType(np.float32, [12])))
   result = beam_testing.assert_rounds_match(
@@ -43,12 +42,11 @@ def test_each_clients_noise_on_beam_comes_from_its_own_secret(tmp_path):
   data = {f'c{i}': (rng.normal(size=dim) * 1e-3).astype(np.float32)
           for i in range(n)}  # Norms well below the clip: none is clipped.
   factory = tff.aggregators.DistributedDpSumFactory(
-      2.0, n, 20, 0.1, modclip_prob=1e-9, mechanism='distributed_dgauss',
-      seed=9)
+      2.0, n, 20, 0.1, modclip_prob=1e-9, mechanism='distributed_dgauss')
   form = tff.compile(aggregator_rounds.as_round(
       factory.create(tff.TensorType(np.float32, [dim]))))
   errors = []
-  for run in ('one', 'two'):  # The same form, seed and clients.
+  for run in ('one', 'two'):  # The same form and clients.
     result = runner.run(form, data, 1, n, str(tmp_path / run), seed=3,
                         progress=lambda line: None)
     outcome = result.outcomes[0]
@@ -61,5 +59,5 @@ def test_each_clients_noise_on_beam_comes_from_its_own_secret(tmp_path):
     # 256 coordinates: the sample variance is within ~9% of the true one.
     assert np.var(errors[-1]) == pytest.approx(expected, rel=0.35)
   # Two runs' clients hold other secrets: other noise, though the form,
-  # its seeds and the values are the same.
+  # its secrets and the values are the same.
   assert abs(np.corrcoef(errors[0], errors[1])[0, 1]) < 0.3
